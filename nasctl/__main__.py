@@ -1,0 +1,3 @@
+from nasctl.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The `nasctl` command line: thin commands (parse -> call one function -> print)."""

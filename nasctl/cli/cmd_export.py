@@ -1,0 +1,27 @@
+"""`nasctl export NAME`: every trial as JSON or CSV."""
+
+from __future__ import annotations
+
+import click
+
+from nasctl.cli.main import db_option
+
+
+@click.command("export")
+@click.argument("name")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
+@click.option("--out", "out", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write to this file instead of standard output.")
+@db_option
+def command(name: str, fmt: str, out: str | None, db: str | None) -> None:
+    """Export an experiment's trials (parameters, metrics, states)."""
+    from nasctl.orchestration.service import export
+    from nasctl.store import Store
+
+    text = export(Store(db), name, fmt)
+    if out:
+        with open(out, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        click.echo(f"wrote {out}", err=True)
+    else:
+        click.echo(text, nl=not text.endswith("\n"))

@@ -1,0 +1,71 @@
+"""`nasctl` entry point: the command group and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from nasctl import __version__
+from nasctl.errors import NasctlError
+
+DB_HELP = "Database URL (default: $NASCTL_DB, else sqlite:///nasctl.db)."
+
+
+def db_option(f: Any) -> Any:
+    return click.option("--db", "db", envvar="NASCTL_DB", default=None, metavar="URL", help=DB_HELP)(f)
+
+
+def json_option(f: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(f)
+
+
+class NasctlGroup(click.Group):
+    """Turns nasctl errors into one line and an exit code; tracebacks only with --debug."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except NasctlError as e:
+            if _debug(ctx):
+                raise
+            click.echo(f"Error: {e.message}" + (f" ({e.hint})" if e.hint else ""), err=True)
+            sys.exit(e.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            sys.exit(130)
+        except Exception as e:
+            if _debug(ctx):
+                raise
+            click.echo(
+                f"Error: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", err=True
+            )
+            sys.exit(1)
+
+
+def _debug(ctx: click.Context) -> bool:
+    root = ctx.find_root()
+    return bool((root.params or {}).get("debug")) or os.environ.get("NASCTL_DEBUG") == "1"
+
+
+@click.group(cls=NasctlGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.version_option(__version__, prog_name="nasctl")
+def cli(debug: bool) -> None:
+    """Multi-objective neural architecture search: propose, launch, measure, keep."""
+
+
+def main() -> None:
+    from nasctl.cli import cmd_db, cmd_export, cmd_ls, cmd_pareto, cmd_run, cmd_status, cmd_trials
+
+    for mod in (cmd_run, cmd_ls, cmd_status, cmd_trials, cmd_pareto, cmd_export, cmd_db):
+        cli.add_command(mod.command)
+    cli(prog_name="nasctl")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""Terminal output with rich: tables, panels and the live progress display.
+
+Machine output (`--json`) goes through `print_json` only: clean JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+# Pipes and files get wide tables rather than rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+STATUS_STYLE = {
+    "COMPLETED": "green",
+    "RUNNING": "cyan",
+    "CANDIDATE": "blue",
+    "FAILED": "red",
+    "EARLY_STOPPED": "yellow",
+    "ABANDONED": "magenta",
+    "STOPPED": "yellow",
+}
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return escape(str(v))
+
+
+def _counts(counts: dict[str, int]) -> str:
+    parts = [f"[{STATUS_STYLE.get(k, '')}]{k.lower()} {n}[/]" for k, n in counts.items() if n]
+    return ", ".join(parts) or "no trials"
+
+
+def experiments_table(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        console.print("No experiments yet. Start one with `nasctl run SPEC.yaml`.")
+        return
+    t = Table(title="Experiments")
+    for col in ("name", "status", "trials", "objectives", "created"):
+        t.add_column(col)
+    for r in rows:
+        done = sum(r["trials"].values())
+        t.add_row(
+            escape(r["name"]),
+            f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
+            f"{done}/{r['max_trials']}  " + _counts(r["trials"]),
+            escape(", ".join(r["objectives"])),
+            r["created_at"][:19].replace("T", " "),
+        )
+    console.print(t)
+
+
+def status_panel(v: dict[str, Any]) -> None:
+    lines = [
+        f"status       [{STATUS_STYLE.get(v['status'], '')}]{v['status']}[/]"
+        + (f"  ({escape(v['status_reason'])})" if v["status_reason"] else ""),
+        f"trials       {sum(v['trials'].values())}/{v['budget']['max_trials']}: {_counts(v['trials'])}",
+        "objectives   " + ", ".join(
+            f"{escape(k)} ({o['goal']}{', threshold ' + _fmt(o['threshold']) if o['threshold'] is not None else ''})"
+            for k, o in v["objectives"].items()
+        ),
+        f"constraints  {escape(', '.join(v['constraints'])) or '-'}",
+        f"hypervolume  {v['hypervolume']:.6g}  (Pareto front: {v['pareto_size']} trials)",
+        f"mean trial   {v['mean_trial_seconds']}s" if v["mean_trial_seconds"] else "mean trial   -",
+        f"scheduler    {escape(v['scheduler'])}",
+        f"trial files  {escape(v['work_dir'])}",
+        f"database     {escape(v['database'])}",
+    ]
+    console.print(Panel("\n".join(lines), title=f"experiment {escape(v['name'])}", expand=False))
+
+
+def trials_table(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        console.print("No trials match.")
+        return
+    pnames: list[str] = []
+    mnames: list[str] = []
+    for r in rows:
+        pnames += [p for p in r["parameters"] if p not in pnames]
+        mnames += [m for m in r["values"] if m not in mnames]
+    t = Table(title="Trials")
+    t.add_column("#", justify="right")
+    t.add_column("status")
+    t.add_column("method")
+    for p in pnames:
+        t.add_column(escape(p), justify="right")
+    for m in mnames:
+        t.add_column(escape(m), justify="right", style="bold")
+    t.add_column("time", justify="right")
+    t.add_column("reason", overflow="fold", max_width=50)
+    for r in rows:
+        t.add_row(
+            str(r["index"]),
+            f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
+            escape(r["generation_method"]),
+            *[_fmt(r["parameters"].get(p, "")) for p in pnames],
+            *[_fmt(r["values"].get(m, "")) for m in mnames],
+            f"{r['duration_s']:.1f}s" if r["duration_s"] is not None else "",
+            escape(r["failure_reason"] or ""),
+        )
+    console.print(t)
+
+
+def trial_panel(d: dict[str, Any]) -> None:
+    lines = [
+        f"status      [{STATUS_STYLE.get(d['status'], '')}]{d['status']}[/]"
+        + (f"  ({escape(d['failure_reason'])})" if d["failure_reason"] else ""),
+        "parameters  " + ", ".join(f"{escape(k)}={_fmt(v)}" for k, v in d["parameters"].items()),
+        "values      " + (", ".join(f"{escape(k)}={_fmt(v)}" for k, v in d["values"].items()) or "-"),
+        f"method      {escape(d['generation_method'])}",
+        f"job         {escape(d['job_handle'] or '-')}",
+        f"log dir     {escape(d['log_dir'] or '-')}",
+        f"duration    {d['duration_s']}s" if d["duration_s"] is not None else "duration    -",
+        "curves      " + (", ".join(f"{escape(k)} ({len(v)} points)" for k, v in d["curves"].items()) or "-"),
+    ]
+    console.print(Panel("\n".join(lines), title=f"trial {d['index']}", expand=False))
+    if d.get("log_tail"):
+        console.print(Panel(escape(d["log_tail"]), title="log tail", expand=False))
+
+
+def pareto_table(v: dict[str, Any]) -> None:
+    objs = list(v["objectives"])
+    t = Table(title=f"Pareto front of {escape(v['experiment'])}: {len(v['front'])} of {v['completed']} completed trials")
+    t.add_column("#", justify="right")
+    for o in objs:
+        goal = v["objectives"][o]["goal"]
+        t.add_column(f"{escape(o)} ({'max' if goal == 'maximize' else 'min'})", justify="right", style="bold")
+    pnames: list[str] = []
+    for r in v["front"]:
+        pnames += [p for p in r["parameters"] if p not in pnames]
+    for p in pnames:
+        t.add_column(escape(p), justify="right")
+    for r in v["front"]:
+        t.add_row(
+            str(r["index"]),
+            *[_fmt(r["values"].get(o, "")) for o in objs],
+            *[_fmt(r["parameters"].get(p, "")) for p in pnames],
+        )
+    console.print(t)
+    ref = ", ".join(f"{escape(k)}={_fmt(x)}" for k, x in v["reference_point"].items())
+    note = ""
+    if v["inferred_reference"]:
+        note = f" ({', '.join(v['inferred_reference'])} has no threshold: worst feasible value used)"
+    console.print(f"hypervolume {v['hypervolume']:.6g} w.r.t. reference point {ref}{escape(note)}")
+
+
+def dryrun_panel(plan: dict[str, Any]) -> None:
+    first = plan["first_trial"]
+    console.print(
+        Panel(
+            "\n".join(
+                [
+                    f"experiment  {escape(plan['experiment'])} on {escape(plan['scheduler'])}",
+                    f"budget      {plan['budget']['max_trials']} trials, {plan['budget']['parallelism']} in parallel, "
+                    f"{plan['initial_trials']} quasi-random first",
+                    f"trial {first['index']}     ({first['method']}) "
+                    + ", ".join(f"{escape(k)}={_fmt(x)}" for k, x in first["parameters"].items()),
+                    "command     " + escape(" ".join(plan["command"])),
+                    "env         " + escape(" ".join(f"{k}={x}" for k, x in plan["env"].items())),
+                ]
+            ),
+            title="dry run: nothing was started",
+            expand=False,
+        )
+    )
+    console.print(Text("TorchX request for the first trial:", style="bold"))
+    console.print(Text(plan["request"]))
+
+
+def summary_dict(s: Any) -> dict[str, Any]:
+    gen = sorted(s.generation_seconds)
+    return {
+        "experiment": s.experiment,
+        "status": s.status.value,
+        "reason": s.reason,
+        "trials": s.counts,
+        "hypervolume": s.hypervolume,
+        "pareto_front": s.front,
+        "elapsed_s": round(s.elapsed, 2),
+        "generation_s_median": gen[len(gen) // 2] if gen else None,
+        "generation_s_max": gen[-1] if gen else None,
+    }
+
+
+def run_report(s: Any, view: dict[str, Any], db: str) -> None:
+    style = STATUS_STYLE.get(s.status.value, "green") if s.status.value != "COMPLETED" else "green"
+    console.print(
+        f"[{style}]experiment {escape(s.experiment)} {s.status.value.lower()}[/]"
+        + (f": {escape(s.reason)}" if s.reason else "")
+        + f" in {s.elapsed:.0f}s ({_counts(s.counts)})"
+    )
+    pareto_table(view)
+    console.print(f"database: {escape(db)}  (see `nasctl status {escape(s.experiment)}`, "
+                  f"`nasctl trials {escape(s.experiment)}`)")
+
+
+class ProgressDisplay:
+    """Live view while an experiment runs: counts, hypervolume, best trade-offs,
+    what the optimizer is doing. On a non-terminal it prints one line per event."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.live: Live | None = None
+        self._seen: list[str] = []
+
+    def __enter__(self) -> ProgressDisplay:
+        if self.enabled and err_console.is_terminal:
+            self.live = Live(console=err_console, refresh_per_second=4, transient=True)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def update(self, p: Any) -> None:
+        if not self.enabled:
+            return
+        if self.live is None:
+            for m in p.messages:
+                if m not in self._seen:
+                    err_console.print(escape(m), highlight=False)
+                    self._seen.append(m)
+            self._seen = self._seen[-50:]
+            return
+        self.live.update(self._render(p))
+
+    def _render(self, p: Any) -> Any:
+        done = sum(p.counts.get(k, 0) for k in ("COMPLETED", "FAILED", "EARLY_STOPPED", "ABANDONED"))
+        head = Table.grid(padding=(0, 2))
+        head.add_row(
+            f"[bold]{escape(p.experiment)}[/]",
+            ProgressBar(total=p.max_trials, completed=done, width=30),
+            f"{done}/{p.max_trials}",
+            _counts({k: v for k, v in p.counts.items() if v}),
+            f"{p.elapsed:.0f}s",
+        )
+        gen = (
+            f"optimizer: proposing ({p.generating_seconds:.0f}s)"
+            if p.generating
+            else "optimizer: idle"
+            + (f" (last proposal {p.last_generation_seconds:.1f}s)" if p.last_generation_seconds else "")
+        )
+        hv = f"hypervolume {p.hypervolume:.6g}, Pareto front {len(p.front)} trials"
+        front = Table(box=None, show_header=True, header_style="dim")
+        front.add_column("#", justify="right")
+        names = list(p.front[0][1]) if p.front else []
+        for n in names[:6]:
+            front.add_column(escape(n), justify="right")
+        for idx, vals in p.front[:8]:
+            front.add_row(str(idx), *[_fmt(vals.get(n, "")) for n in names[:6]])
+        msgs = Text("\n".join(p.messages[-4:]), style="dim")
+        return Panel(Group(head, Text(gen + " | " + hv), front, msgs), title="nasctl run", expand=True)

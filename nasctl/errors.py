@@ -1,0 +1,65 @@
+"""Typed errors. Every error carries a message (what was wrong) and a hint (what to do)."""
+
+from __future__ import annotations
+
+
+class NasctlError(Exception):
+    """Root of all nasctl errors.
+
+    Attributes:
+        message: what went wrong, naming the input that was given.
+        hint: what the user should do about it (often a command).
+        exit_code: 2 for bad usage or bad input, 1 for failures at run time.
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class BadInputError(NasctlError):
+    """Input that can never work as given (exit code 2)."""
+
+    exit_code = 2
+
+
+class SpecError(BadInputError):
+    """The experiment spec is malformed or inconsistent."""
+
+
+class NotFoundError(BadInputError):
+    """A named experiment or trial does not exist in the database."""
+
+
+class AlreadyExistsError(BadInputError):
+    """An experiment with the same name already exists."""
+
+
+class SchemaOutdatedError(BadInputError):
+    """The database schema is older (or newer) than this nasctl expects."""
+
+
+class StorageError(NasctlError):
+    """The database could not be reached or refused an operation."""
+
+
+class RunnerError(NasctlError):
+    """A job could not be submitted, polled or cancelled."""
+
+
+class UnknownRunnerError(BadInputError):
+    """The spec names a scheduler nasctl has no runner for."""
+
+
+class MetricsError(NasctlError):
+    """A TensorBoard log could not be read."""
+
+
+class LeaseError(NasctlError):
+    """Another orchestrator holds the experiment."""

@@ -1,0 +1,1 @@
+"""The scheduler loop and the optimizer adapter (the only place that imports Ax)."""

@@ -1,0 +1,447 @@
+"""The scheduler loop: propose -> record -> submit -> poll -> collect -> learn.
+
+Write-ahead: a proposal is recorded as a CANDIDATE trial before it is
+submitted, and its job handle right after submission. Job names are
+deterministic (`<experiment>-<index>`). Candidate generation runs on the
+generator's worker thread, so this loop keeps polling and dispatching while
+the model fits. Trial failures (non-zero exit, missing or NaN metric, corrupt
+log, timeout) make the trial FAILED with its reason and log tail; the
+experiment ends FAILED once `budget.max_failures` is exceeded.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nasctl.errors import MetricsError, RunnerError
+from nasctl.metrics import MetricSummary
+from nasctl.metrics.tensorboard import TensorBoardReader
+from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
+from nasctl.pareto import compute_front
+from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
+from nasctl.search_spaces import get_search_space
+from nasctl.spec import ExperimentSpec
+from nasctl.store import Store
+from nasctl.types import ExperimentRecord, ExperimentStatus, TrialRecord, TrialStatus
+
+LOG_TAIL_LINES = 40
+LEASE_STALE_SECONDS = 60.0
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def job_name(experiment: str, index: int) -> str:
+    return f"{experiment}-{index}".lower().replace("_", "-").replace(".", "-")
+
+
+def trial_dir(work_dir: str, index: int) -> str:
+    return os.path.join(work_dir, "trials", f"trial_{index:04d}")
+
+
+def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: int,
+                  parameters: dict[str, object]) -> JobRequest:
+    """The job for one trial, following the trial contract: active parameters and
+    fixed `trial.args` as `--name value`, NASCTL_* in the environment."""
+    tdir = trial_dir(work_dir, index)
+    tb = os.path.join(tdir, "tb")
+    active = spec.active_parameters(parameters)  # type: ignore[arg-type]
+    argv: list[str] = []
+    for k, v in {**spec.trial.args, **active}.items():
+        argv += [f"--{k}", repr(v) if isinstance(v, float) else str(v)]
+    if spec.trial.search_space:
+        args = ["-m", get_search_space(spec.trial.search_space).module, *argv]
+    else:
+        assert spec.trial.script is not None
+        args = [spec.trial.script, *argv]
+    threads = str(spec.trial.resources.cpu)
+    env = {
+        "NASCTL_EXPERIMENT": experiment,
+        "NASCTL_TRIAL_ID": str(index),
+        "NASCTL_LOG_DIR": tb,
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "PYTHONUNBUFFERED": "1",
+    }
+    r = spec.trial.resources
+    return JobRequest(job_name(experiment, index), sys.executable, args, env, tdir, r.cpu, r.mem_mb, r.gpu)
+
+
+@dataclass
+class _Running:
+    trial: TrialRecord
+    job: SubmittedJob
+    reader: TensorBoardReader
+    summary: MetricSummary
+    started: float
+    unknown_polls: int = 0
+
+
+@dataclass
+class Progress:
+    """A snapshot for progress displays (the loop never prints)."""
+
+    experiment: str
+    max_trials: int
+    parallelism: int
+    counts: dict[str, int]
+    hypervolume: float
+    front: list[tuple[int, dict[str, float]]]
+    generating: bool
+    generating_seconds: float
+    elapsed: float
+    last_generation_seconds: float | None
+    messages: list[str] = field(default_factory=list)
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    experiment: str
+    status: ExperimentStatus
+    reason: str | None
+    counts: dict[str, int]
+    hypervolume: float
+    front: list[int]
+    elapsed: float
+    generation_seconds: list[float]
+
+
+class Orchestrator:
+    """Drives one experiment until its budget is spent, it fails, or it is stopped.
+
+    Args:
+        store: the database (source of truth).
+        experiment: the experiment record (already created).
+        spec: its spec.
+        runner: where trials run.
+        generator: proposes candidates on its own thread (not yet started).
+        poll_interval: seconds between polls when nothing happens.
+        metrics_interval: seconds between incremental reads of running trials' logs.
+        on_progress: called with a `Progress` snapshot after every tick.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        experiment: ExperimentRecord,
+        spec: ExperimentSpec,
+        runner: Runner,
+        generator: CandidateGenerator,
+        *,
+        poll_interval: float = 0.25,
+        metrics_interval: float = 2.0,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.exp = experiment
+        self.spec = spec
+        self.runner = runner
+        self.gen = generator
+        self.poll_interval = poll_interval
+        self.metrics_interval = metrics_interval
+        self.on_progress = on_progress
+        self.owner = owner_id()
+        self._running: dict[int, _Running] = {}
+        self._ready: deque[TrialRecord] = deque()
+        self._counts: dict[str, int] = {s.value: 0 for s in TrialStatus}
+        self._created = 0
+        self._completed: list[tuple[int, dict[str, float]]] = []
+        self._front: list[int] = []
+        self._hv = 0.0
+        self._gen_times: list[float] = []
+        self._messages: deque[str] = deque(maxlen=6)
+        self._stop_requested = threading.Event()
+        self._stop_reason: str | None = None
+        self._t0 = time.monotonic()
+
+    # --- public ----------------------------------------------------------------
+    def request_stop(self, reason: str = "stopped by user") -> None:
+        self._stop_reason = reason
+        self._stop_requested.set()
+
+    def run(self) -> RunSummary:
+        self.store.acquire_lease(self.exp.id, self.owner, LEASE_STALE_SECONDS)
+        self.gen.start()
+        status, reason = ExperimentStatus.COMPLETED, None
+        last_metrics = last_beat = 0.0
+        try:
+            while True:
+                now = time.monotonic()
+                self._collect_proposals()
+                changed = self._poll_jobs()
+                if now - last_metrics >= self.metrics_interval:
+                    self._read_running_metrics()
+                    last_metrics = now
+                self._enforce_timeouts()
+                failures = self._counts[TrialStatus.FAILED.value]
+                too_many = failures > self.spec.budget.max_failures
+                if too_many and reason is None:
+                    status = ExperimentStatus.FAILED
+                    reason = (
+                        f"{failures} trials failed, more than budget.max_failures={self.spec.budget.max_failures}; "
+                        "see `nasctl trials NAME --status FAILED`"
+                    )
+                    self._note(reason)
+                if self._stop_requested.is_set():
+                    status, reason = ExperimentStatus.STOPPED, self._stop_reason
+                    self._abandon_all("experiment stopped")
+                    break
+                if reason is None:
+                    self._dispatch()
+                    self._maybe_request()
+                if now - last_beat >= 5.0:
+                    self.store.heartbeat(self.exp.id, self.owner)
+                    last_beat = now
+                if changed:
+                    self._update_front()
+                self._emit()
+                if not self._running and (reason is not None or self._budget_spent()):
+                    break
+                time.sleep(self.poll_interval)
+        except KeyboardInterrupt:
+            status, reason = ExperimentStatus.STOPPED, "interrupted (Ctrl-C)"
+            self._abandon_all("orchestrator interrupted")
+        except GeneratorFailed as e:
+            status, reason = ExperimentStatus.FAILED, str(e)
+            self.store.add_event(self.exp.id, "error", str(e), data={"traceback": e.details})
+            self._abandon_all("optimizer failed")
+        except Exception as e:  # the loop's catch-all: record, clean up, re-raise
+            status, reason = ExperimentStatus.FAILED, f"orchestrator error: {type(e).__name__}: {e}"
+            self.store.add_event(self.exp.id, "error", reason, data={"traceback": traceback.format_exc()})
+            self._abandon_all("orchestrator error")
+            raise
+        finally:
+            if self._ready:
+                self._abandon_all(reason or "budget reached")
+            self.gen.stop()
+            self.store.set_experiment_status(self.exp.id, status, reason)
+            self.store.release_lease(self.exp.id, self.owner)
+            self._update_front()
+            self._emit(done=True)
+            self.runner.close()
+        return RunSummary(
+            self.exp.name, status, reason, dict(self._counts), self._hv, list(self._front),
+            time.monotonic() - self._t0, list(self._gen_times),
+        )
+
+    # --- steps -------------------------------------------------------------------
+    def _budget_spent(self) -> bool:
+        return self._created >= self.spec.budget.max_trials and not self._ready and self.gen.pending_request is None
+
+    def _collect_proposals(self) -> None:
+        proposal = self.gen.poll()
+        if proposal is None:
+            return
+        self._gen_times.append(proposal.seconds)
+        for cand in proposal.candidates:
+            if self._created >= self.spec.budget.max_trials:
+                self.gen.abandon(cand.index)
+                continue
+            tdir = trial_dir(self.exp.work_dir, cand.index)
+            rec = self.store.add_trial(
+                self.exp.id, cand.index, cand.parameters, cand.method, job_name(self.exp.name, cand.index), tdir
+            )
+            self._created += 1
+            self._counts[TrialStatus.CANDIDATE.value] += 1
+            self._ready.append(rec)
+        if proposal.candidates:
+            self._note(
+                f"proposed trial{'s' if len(proposal.candidates) > 1 else ''} "
+                f"{', '.join(str(c.index) for c in proposal.candidates)} with {proposal.candidates[0].method} "
+                f"in {proposal.seconds:.1f}s"
+            )
+
+    def _maybe_request(self) -> None:
+        if self.gen.pending_request is not None:
+            return
+        free = self.spec.budget.parallelism - len(self._running) - len(self._ready)
+        left = self.spec.budget.max_trials - self._created
+        n = min(free, left)
+        if n > 0:
+            self.gen.request(n)
+
+    def _dispatch(self) -> None:
+        while self._ready and len(self._running) < self.spec.budget.parallelism:
+            rec = self._ready.popleft()
+            self._counts[TrialStatus.CANDIDATE.value] -= 1
+            request = build_request(self.spec, self.exp.name, self.exp.work_dir, rec.index, rec.parameters)
+            os.makedirs(request.trial_dir, exist_ok=True)
+            try:
+                job = self.runner.submit(request)
+            except RunnerError as e:
+                self._finish(rec, TrialStatus.FAILED, reason=f"submission failed: {e}")
+                continue
+            rec = self.store.mark_trial_running(rec.id, job.handle, self.runner.scheduler, job.metadata)
+            self._counts[TrialStatus.RUNNING.value] += 1
+            tb = request.env["NASCTL_LOG_DIR"]
+            self._running[rec.index] = _Running(rec, job, TensorBoardReader(tb), MetricSummary(), time.monotonic())
+
+    def _poll_jobs(self) -> bool:
+        if not self._running:
+            return False
+        statuses = self.runner.status([r.job for r in self._running.values()])
+        changed = False
+        for index, run in list(self._running.items()):
+            st = statuses.get(run.job.handle)
+            if st is None or not st.state.is_terminal:
+                if st is not None and st.state == JobState.UNKNOWN:
+                    run.unknown_polls += 1
+                    if run.unknown_polls >= 20:
+                        self._end_running(index, TrialStatus.FAILED, f"job {run.job.handle} was lost: {st.message}")
+                        changed = True
+                continue
+            changed = True
+            if st.state == JobState.SUCCEEDED:
+                self._complete_or_fail(index)
+            elif st.state == JobState.CANCELLED:
+                self._end_running(index, TrialStatus.FAILED, "job was cancelled outside nasctl")
+            else:
+                msg = (st.message or "").strip().splitlines()
+                detail = f": {msg[-1]}" if msg else ""
+                self._end_running(index, TrialStatus.FAILED, f"job failed (non-zero exit){detail}")
+        return changed
+
+    def _read_running_metrics(self) -> None:
+        for index, run in list(self._running.items()):
+            try:
+                self._read(run)
+            except MetricsError as e:
+                self._cancel_quietly(run)
+                self._end_running(index, TrialStatus.FAILED, str(e))
+
+    def _read(self, run: _Running) -> None:
+        new = run.reader.read_new()
+        if new:
+            run.summary.update(new)
+            self.store.add_observations(run.trial.id, new)
+            self.store.save_reader_state(run.trial.id, {**run.reader.state, "summary": run.summary.state})
+
+    def _enforce_timeouts(self) -> None:
+        limit = self.spec.budget.trial_timeout
+        if limit is None:
+            return
+        now = time.monotonic()
+        for index, run in list(self._running.items()):
+            if now - run.started > limit:
+                self._cancel_quietly(run)
+                self._end_running(index, TrialStatus.FAILED, f"timed out after {limit:g}s (budget.trial_timeout)")
+
+    def _complete_or_fail(self, index: int) -> None:
+        run = self._running[index]
+        try:
+            self._read(run)
+        except MetricsError as e:
+            self._end_running(index, TrialStatus.FAILED, str(e))
+            return
+        values: dict[str, float] = {}
+        for m in run.summary.metrics:
+            v = run.summary.value(m)
+            if v is not None and math.isfinite(v):
+                values[m] = v
+        problems = []
+        for m in self.spec.metric_names:
+            obj = self.spec.objectives.get(m)
+            how = obj.value if obj else "last"
+            v = run.summary.value(m, how, obj.maximize if obj else True)
+            if v is None:
+                logged = ", ".join(sorted(run.summary.metrics)) or "nothing"
+                problems.append(f"metric {m!r} was never logged (logged: {logged})")
+            elif not math.isfinite(v):
+                problems.append(f"metric {m!r} is {v}")
+            else:
+                values[m] = v
+        if problems:
+            self._end_running(index, TrialStatus.FAILED, "; ".join(problems), values)
+        else:
+            self._end_running(index, TrialStatus.COMPLETED, None, values)
+
+    def _end_running(self, index: int, status: TrialStatus, reason: str | None,
+                     values: dict[str, float] | None = None) -> None:
+        run = self._running.pop(index)
+        self._counts[TrialStatus.RUNNING.value] -= 1
+        tail = None
+        if status != TrialStatus.COMPLETED:
+            tail = self.runner.log_tail(run.job, LOG_TAIL_LINES)
+        self._finish(run.trial, status, reason=reason, values=values, log_tail=tail)
+
+    def _finish(self, rec: TrialRecord, status: TrialStatus, *, reason: str | None = None,
+                values: dict[str, float] | None = None, log_tail: str | None = None) -> None:
+        self.store.finish_trial(rec.id, status, values, reason, log_tail)
+        self._counts[status.value] += 1
+        if status == TrialStatus.COMPLETED:
+            assert values is not None
+            self.gen.complete(rec.index, values)
+            self._completed.append((rec.index, values))
+            self._note(f"trial {rec.index} completed: " + _fmt_values(values, self.spec.objectives))
+        elif status == TrialStatus.FAILED:
+            self.gen.fail(rec.index, reason)
+            self._note(f"trial {rec.index} failed: {reason}")
+        else:
+            self.gen.abandon(rec.index)
+
+    def _cancel_quietly(self, run: _Running) -> None:
+        try:
+            self.runner.cancel(run.job)
+        except RunnerError as e:
+            self.store.add_event(self.exp.id, "warning", str(e), trial_index=run.trial.index)
+
+    def _abandon_all(self, why: str) -> None:
+        for index, run in list(self._running.items()):
+            self._cancel_quietly(run)
+            self._end_running(index, TrialStatus.ABANDONED, why)
+        while self._ready:
+            rec = self._ready.popleft()
+            self._counts[TrialStatus.CANDIDATE.value] -= 1
+            self._finish(rec, TrialStatus.ABANDONED, reason=why)
+
+    def _update_front(self) -> None:
+        res = compute_front(self._completed, self.spec.objectives, self.spec.parsed_constraints)
+        self._front, self._hv = res.indices, res.hypervolume
+
+    def _note(self, msg: str) -> None:
+        self._messages.append(msg)
+
+    def _emit(self, done: bool = False) -> None:
+        if self.on_progress is None:
+            return
+        by_index = dict(self._completed)
+        self.on_progress(
+            Progress(
+                experiment=self.exp.name,
+                max_trials=self.spec.budget.max_trials,
+                parallelism=self.spec.budget.parallelism,
+                counts=dict(self._counts),
+                hypervolume=self._hv,
+                front=[(i, {k: by_index[i][k] for k in self.spec.objectives if k in by_index[i]}) for i in self._front],
+                generating=self.gen.pending_request is not None,
+                generating_seconds=self.gen.busy_seconds,
+                elapsed=time.monotonic() - self._t0,
+                last_generation_seconds=self._gen_times[-1] if self._gen_times else None,
+                messages=list(self._messages),
+                done=done,
+            )
+        )
+
+
+def _fmt_values(values: dict[str, float], objectives: dict[str, object]) -> str:
+    return ", ".join(f"{k}={values[k]:.4g}" for k in objectives if k in values)
+
+
+def install_sigterm_handler(orch: Orchestrator) -> None:
+    """SIGTERM stops the experiment cleanly, like Ctrl-C."""
+    def _handler(signum: int, _frame: object) -> None:
+        orch.request_stop(f"received signal {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, _handler)

@@ -1,0 +1,154 @@
+"""The optimizer adapter: the only module that imports Ax.
+
+`AxOptimizer` wraps an in-memory `ax.api.Client`. Its experiment is an engine,
+not a store: it is rebuilt from our SQL store with `attach` on resume, and its
+trial indices are kept equal to ours (both count from 0 in proposal order).
+
+Generation: a quasi-random (Sobol) start of `spec.initial_trials` trials, then
+Ax's modular BoTorch generator, which for several objectives uses qLogNEHVI
+with the objective thresholds as the reference point. Trials that are proposed
+but not yet completed are pending points for the acquisition function.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nasctl.spec import ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
+from nasctl.types import ParamValue
+
+
+@dataclass(frozen=True)
+class Candidate:
+    index: int
+    parameters: dict[str, ParamValue]
+    method: str
+
+
+def _quiet_ax() -> None:
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(("ax", "botorch", "gpytorch", "linear_operator")):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def ax_metric_names(spec: ExperimentSpec) -> dict[str, str]:
+    """Our metric names -> names safe inside Ax's objective/constraint strings."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for name in spec.metric_names:
+        safe = re.sub(r"[^A-Za-z0-9_]", "_", name)
+        if not safe[0].isalpha():
+            safe = "m_" + safe
+        base, k = safe, 1
+        while safe in used:
+            k += 1
+            safe = f"{base}_{k}"
+        used.add(safe)
+        out[name] = safe
+    return out
+
+
+class AxOptimizer:
+    """Proposes candidates with Ax and learns from completed trials.
+
+    Not thread-safe: exactly one thread (the candidate generator) may call it.
+    """
+
+    def __init__(self, spec: ExperimentSpec) -> None:
+        import torch
+
+        logging.disable(logging.INFO)  # Ax logs at INFO while it is imported
+        try:
+            from ax.api import Client
+            from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig
+        finally:
+            logging.disable(logging.NOTSET)
+        _quiet_ax()
+        torch.set_num_threads(1)
+        self.spec = spec
+        self.names = ax_metric_names(spec)
+        self.client = Client(random_seed=spec.optimizer.seed)
+        params: list[Any] = []
+        for name, p in spec.tunable.items():
+            if isinstance(p, (IntParameter, FloatParameter)):
+                params.append(
+                    RangeParameterConfig(
+                        name=name,
+                        bounds=(p.low, p.high),
+                        parameter_type="int" if isinstance(p, IntParameter) else "float",
+                        scaling="log" if p.log else "linear",
+                    )
+                )
+            elif isinstance(p, ChoiceParameter):
+                params.append(
+                    ChoiceParameterConfig(
+                        name=name,
+                        values=list(p.values),
+                        parameter_type=p.value_type,  # type: ignore[arg-type]
+                        is_ordered=p.ordered,
+                    )
+                )
+        self.client.configure_experiment(parameters=params, name=spec.name)
+        objective = ", ".join(
+            (self.names[n] if o.maximize else f"-{self.names[n]}") for n, o in spec.objectives.items()
+        )
+        constraints = []
+        for n, o in spec.objectives.items():
+            if o.threshold is not None:
+                constraints.append(f"{self.names[n]} {'>=' if o.maximize else '<='} {o.threshold!r}")
+        for c in spec.parsed_constraints:
+            constraints.append(f"{self.names[c.metric]} {c.op} {c.bound!r}")
+        self.client.configure_optimization(objective=objective, outcome_constraints=constraints or None)
+        if spec.optimizer.method == "sobol":
+            self.client.configure_generation_strategy(
+                method="random_search", initialization_random_seed=spec.optimizer.seed
+            )
+        else:
+            self.client.configure_generation_strategy(
+                method="fast",
+                initialization_budget=spec.initial_trials,
+                initialization_random_seed=spec.optimizer.seed,
+                torch_device="cuda" if torch.cuda.is_available() else None,
+            )
+        _quiet_ax()
+
+    # --- learning -----------------------------------------------------------
+    def _raw(self, values: Mapping[str, float]) -> dict[str, float]:
+        return {self.names[n]: float(values[n]) for n in self.names if n in values and math.isfinite(values[n])}
+
+    def complete(self, index: int, values: Mapping[str, float]) -> None:
+        self.client.complete_trial(index, raw_data=self._raw(values))
+
+    def fail(self, index: int, reason: str | None = None) -> None:
+        self.client.mark_trial_failed(index, failed_reason=reason)
+
+    def abandon(self, index: int) -> None:
+        self.client.mark_trial_abandoned(index)
+
+    def attach(self, parameters: Mapping[str, ParamValue]) -> int:
+        """Add a trial proposed earlier (on resume); it stays pending until completed/failed."""
+        tunable = {k: v for k, v in parameters.items() if k in self.spec.tunable}
+        return self.client.attach_trial(parameters=tunable)
+
+    # --- proposing ----------------------------------------------------------
+    def generate(self, n: int) -> list[Candidate]:
+        """Up to `n` new candidates (fewer when the strategy is between steps)."""
+        trials = self.client.get_next_trials(max_trials=n)
+        out = []
+        for index, params in sorted(trials.items()):
+            out.append(Candidate(index, dict(params), self._method(index)))
+        return out
+
+    def _method(self, index: int) -> str:
+        trial = self.client._experiment.trials[index]  # noqa: SLF001 - Ax exposes no public accessor
+        runs = getattr(trial, "generator_runs", [])
+        if runs:
+            name = getattr(runs[0], "_generation_node_name", None) or getattr(runs[0], "_generator_key", None)
+            if name:
+                return str(name)
+        return "unknown"

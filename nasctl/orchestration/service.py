@@ -1,0 +1,259 @@
+"""Functions the CLI (and later the web app) call: start, dry-run and read back experiments.
+
+Everything returned is plain data (dicts, lists, records) ready for tables or JSON.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nasctl.errors import BadInputError
+from nasctl.pareto import compute_front
+from nasctl.runners import get_runner
+from nasctl.search_spaces import get_search_space
+from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
+from nasctl.store import Store
+from nasctl.types import ExperimentRecord, TrialRecord, TrialStatus
+
+
+def prepare_orchestrator_process() -> None:
+    """Process-wide settings for an orchestrator. Call before torch is imported.
+
+    - One intra-op thread: on small machines a GP fit with 2 threads was 2-8x
+      slower than with 1 (the trials need the cores).
+    - A TORCH_EXTENSIONS_DIR per installation: BoTorch builds a C++ extension on
+      first multi-objective use, cached by name only, so two environments must
+      not share the directory.
+    """
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+    if "TORCH_EXTENSIONS_DIR" not in os.environ:
+        tag = hashlib.sha1(sys.prefix.encode()).hexdigest()[:12]
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(base, "nasctl", "torch_extensions", tag)
+
+
+def check_spec_runnable(spec: ExperimentSpec) -> None:
+    """Checks that need the registries: the built-in search space accepts the
+    spec's parameters and argument names, and the runner exists."""
+    if spec.trial.search_space:
+        space = get_search_space(spec.trial.search_space)
+        names = set(spec.search_space) | set(spec.trial.args)
+        unknown = names - space.parameters
+        if unknown:
+            raise BadInputError(
+                f"search space {space.name} does not take parameters {sorted(unknown)}",
+                f"it takes: {', '.join(sorted(space.parameters))}",
+            )
+        missing = [m for m in spec.metric_names if m not in space.metrics]
+        if missing:
+            raise BadInputError(
+                f"search space {space.name} does not log metrics {missing}",
+                f"it logs: {', '.join(space.metrics)}",
+            )
+    get_runner(spec.runner.scheduler, spec.runner.cfg)
+
+
+def default_work_root() -> str:
+    return os.environ.get("NASCTL_HOME") or "nasctl_runs"
+
+
+def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
+    """What `nasctl run` would launch first, without touching any database."""
+    from nasctl.orchestration.loop import build_request
+    from nasctl.orchestration.optimizer import AxOptimizer
+
+    check_spec_runnable(spec)
+    prepare_orchestrator_process()
+    work_dir = str(Path(work_root, spec.name).resolve())
+    cand = AxOptimizer(spec).generate(1)[0]
+    request = build_request(spec, spec.name, work_dir, cand.index, cand.parameters)
+    runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
+    return {
+        "experiment": spec.name,
+        "scheduler": spec.runner.scheduler,
+        "first_trial": {"index": cand.index, "parameters": cand.parameters, "method": cand.method},
+        "command": [request.entrypoint, *request.args],
+        "env": request.env,
+        "request": runner.dryrun(request),
+        "budget": spec.budget.model_dump(),
+        "initial_trials": spec.initial_trials,
+    }
+
+
+def start_experiment(
+    store: Store,
+    spec: ExperimentSpec,
+    work_root: str,
+    on_progress: Callable[[Any], None] | None = None,
+    poll_interval: float = 0.25,
+) -> Any:
+    """Create the experiment in the store and drive it to the end. Returns a `RunSummary`."""
+    from nasctl.orchestration.generator import CandidateGenerator
+    from nasctl.orchestration.loop import Orchestrator, install_sigterm_handler, owner_id
+    from nasctl.orchestration.optimizer import AxOptimizer
+
+    check_spec_runnable(spec)
+    prepare_orchestrator_process()
+    runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
+    work_dir = str(Path(work_root, spec.name).resolve())
+    exp = store.create_experiment(spec.name, spec_to_dict(spec), work_dir, owner=owner_id())
+    os.makedirs(work_dir, exist_ok=True)
+    gen = CandidateGenerator(lambda: AxOptimizer(spec))
+    orch = Orchestrator(store, exp, spec, runner, gen, on_progress=on_progress, poll_interval=poll_interval)
+    install_sigterm_handler(orch)
+    return orch.run()
+
+
+# --- read back -------------------------------------------------------------------
+def trial_row(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
+    duration = None
+    if t.started_at and t.ended_at:
+        duration = round((t.ended_at - t.started_at).total_seconds(), 3)
+    return {
+        "index": t.index,
+        "status": t.status.value,
+        "parameters": spec.active_parameters(t.parameters),  # type: ignore[arg-type]
+        "values": t.values,
+        "generation_method": t.generation_method,
+        "job_handle": t.job_handle,
+        "log_dir": t.log_dir,
+        "started_at": t.started_at.isoformat() + "Z" if t.started_at else None,
+        "ended_at": t.ended_at.isoformat() + "Z" if t.ended_at else None,
+        "duration_s": duration,
+        "failure_reason": t.failure_reason,
+    }
+
+
+def _load(store: Store, name: str) -> tuple[ExperimentRecord, ExperimentSpec, list[TrialRecord]]:
+    exp = store.get_experiment(name)
+    spec = spec_from_dict(exp.spec)
+    return exp, spec, store.list_trials(exp.id)
+
+
+def pareto_view(store: Store, name: str) -> dict[str, Any]:
+    exp, spec, trials = _load(store, name)
+    done = [(t.index, t.values) for t in trials if t.status == TrialStatus.COMPLETED]
+    res = compute_front(done, spec.objectives, spec.parsed_constraints)
+    by_index = {t.index: t for t in trials}
+    first = list(spec.objectives)[0]
+    front = sorted(res.indices, key=lambda i: by_index[i].values[first], reverse=spec.objectives[first].maximize)
+    return {
+        "experiment": exp.name,
+        "objectives": {k: o.model_dump() for k, o in spec.objectives.items()},
+        "constraints": spec.constraints,
+        "reference_point": res.reference,
+        "inferred_reference": res.inferred_reference,
+        "hypervolume": res.hypervolume,
+        "completed": len(done),
+        "feasible": len(res.feasible),
+        "front": [trial_row(by_index[i], spec) for i in front],
+    }
+
+
+def status_view(store: Store, name: str) -> dict[str, Any]:
+    exp, spec, trials = _load(store, name)
+    counts = {s.value: 0 for s in TrialStatus}
+    for t in trials:
+        counts[t.status.value] += 1
+    done = [(t.index, t.values) for t in trials if t.status == TrialStatus.COMPLETED]
+    res = compute_front(done, spec.objectives, spec.parsed_constraints)
+    durations = [(t.ended_at - t.started_at).total_seconds() for t in trials if t.started_at and t.ended_at]
+    return {
+        "name": exp.name,
+        "status": exp.status.value,
+        "status_reason": exp.status_reason,
+        "created_at": exp.created_at.isoformat() + "Z",
+        "updated_at": exp.updated_at.isoformat() + "Z",
+        "work_dir": exp.work_dir,
+        "database": store.display_url,
+        "scheduler": spec.runner.scheduler,
+        "objectives": {k: o.model_dump() for k, o in spec.objectives.items()},
+        "constraints": spec.constraints,
+        "budget": spec.budget.model_dump(),
+        "trials": counts,
+        "hypervolume": res.hypervolume,
+        "pareto_size": len(res.indices),
+        "mean_trial_seconds": round(sum(durations) / len(durations), 3) if durations else None,
+        "lease_owner": exp.lease_owner,
+    }
+
+
+def list_view(store: Store) -> list[dict[str, Any]]:
+    out = []
+    for exp, counts in store.list_experiments():
+        spec = exp.spec
+        out.append(
+            {
+                "name": exp.name,
+                "status": exp.status.value,
+                "trials": counts,
+                "max_trials": spec.get("budget", {}).get("max_trials"),
+                "objectives": list(spec.get("objectives", {})),
+                "created_at": exp.created_at.isoformat() + "Z",
+            }
+        )
+    return out
+
+
+def trials_view(store: Store, name: str, status: str | None = None) -> list[dict[str, Any]]:
+    _, spec, trials = _load(store, name)
+    if status:
+        try:
+            wanted = TrialStatus(status.upper())
+        except ValueError:
+            raise BadInputError(
+                f"--status {status!r} is not a trial status", f"use one of: {', '.join(s.value for s in TrialStatus)}"
+            ) from None
+        trials = [t for t in trials if t.status == wanted]
+    return [trial_row(t, spec) for t in trials]
+
+
+def trial_detail(store: Store, name: str, index: int) -> dict[str, Any]:
+    exp, spec, _ = _load(store, name)
+    t = store.get_trial(exp.id, index)
+    row = trial_row(t, spec)
+    row["log_tail"] = t.log_tail
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for o in store.observations(t.id):
+        curves.setdefault(o.metric, []).append((o.step, o.value))
+    row["curves"] = curves
+    return row
+
+
+def export(store: Store, name: str, fmt: str) -> str:
+    """All trials of an experiment as JSON (with the spec) or CSV (one row per trial)."""
+    exp, spec, trials = _load(store, name)
+    rows = [trial_row(t, spec) for t in trials]
+    if fmt == "json":
+        front = {r["index"] for r in pareto_view(store, name)["front"]}
+        for r in rows:
+            r["pareto"] = r["index"] in front
+        return json.dumps({"experiment": status_view(store, name), "spec": exp.spec, "trials": rows}, indent=2)
+    if fmt == "csv":
+        pnames = list(spec.search_space)
+        mnames: list[str] = list(spec.metric_names)
+        for t in trials:
+            for m in t.values:
+                if m not in mnames:
+                    mnames.append(m)
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["index", "status", "generation_method", *pnames, *mnames, "duration_s", "failure_reason"])
+        for r in rows:
+            w.writerow(
+                [r["index"], r["status"], r["generation_method"]]
+                + [r["parameters"].get(p, "") for p in pnames]
+                + [r["values"].get(m, "") for m in mnames]
+                + [r["duration_s"] if r["duration_s"] is not None else "", r["failure_reason"] or ""]
+            )
+        return buf.getvalue()
+    raise BadInputError(f"--format {fmt!r} is not supported", "use json or csv")

@@ -1,0 +1,203 @@
+"""Pareto fronts and hypervolume (numpy only, so `nasctl pareto` stays fast).
+
+Conventions: every function takes a matrix `Y` of shape (n, m) in which all
+objectives are to be *maximised* (callers negate minimised ones with
+`to_maximization`). The reference point `ref` is the worst acceptable value of
+each objective in the same orientation; only points strictly better than `ref`
+in every objective contribute to the hypervolume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nasctl.spec import Constraint, Objective
+
+
+def pareto_mask(Y: np.ndarray) -> np.ndarray:
+    """Boolean mask of non-dominated rows of `Y` (maximisation). Duplicates are all kept.
+
+    Two objectives: sort + sweep, O(n log n). More: sort by the first objective and
+    test each point only against the front found so far, O(n * front size).
+    """
+    Y = np.asarray(Y, dtype=float)
+    n = Y.shape[0]
+    mask = np.zeros(n, dtype=bool)
+    if n == 0:
+        return mask
+    if Y.shape[1] == 1:
+        return Y[:, 0] == Y[:, 0].max()
+    if Y.shape[1] == 2:
+        # Sort by y0 descending, then y1 descending; a point is on the front iff its
+        # y1 is >= the best y1 among points with strictly larger y0.
+        order = np.lexsort((-Y[:, 1], -Y[:, 0]))
+        best_y1 = -np.inf
+        i = 0
+        while i < n:
+            j = i
+            y0 = Y[order[i], 0]
+            while j < n and Y[order[j], 0] == y0:
+                j += 1
+            group = order[i:j]
+            top = Y[group, 1].max()
+            if top > best_y1:
+                mask[group[Y[group, 1] == top]] = True
+                best_y1 = top
+            elif top == best_y1:
+                # equal y1 but smaller y0 than an earlier point: dominated
+                pass
+            i = j
+        return mask
+    order = np.lexsort(tuple(-Y[:, k] for k in reversed(range(Y.shape[1]))))
+    front: list[int] = []
+    for idx in order:
+        y = Y[idx]
+        if front:
+            F = Y[front]
+            dominated = np.any(np.all(F >= y, axis=1) & np.any(F > y, axis=1))
+            if dominated:
+                continue
+        front.append(idx)
+    mask[front] = True
+    return mask
+
+
+def hypervolume(Y: np.ndarray, ref: Sequence[float]) -> float:
+    """Exact hypervolume dominated by `Y` (maximisation) and bounded by `ref`.
+
+    2 objectives: a sweep, O(n log n). More: recursive slicing over the last
+    objective (exact; fine for fronts of a few hundred points).
+    """
+    Y = np.asarray(Y, dtype=float).reshape(-1, len(ref))
+    r = np.asarray(ref, dtype=float)
+    Y = Y[np.all(Y > r, axis=1)]
+    if Y.shape[0] == 0:
+        return 0.0
+    Y = Y[pareto_mask(Y)]
+    return float(_hv(Y - r))
+
+
+def _hv(P: np.ndarray) -> float:
+    """Hypervolume of points P (> 0) w.r.t. the origin, maximisation."""
+    m = P.shape[1]
+    if m == 1:
+        return float(P[:, 0].max())
+    if m == 2:
+        order = np.argsort(-P[:, 0])
+        total, best_y = 0.0, 0.0
+        for idx in order:
+            x, y = P[idx]
+            if y > best_y:
+                total += x * (y - best_y)
+                best_y = y
+        return total
+    # slice along the last objective, from the top down
+    levels = np.unique(P[:, -1])[::-1]
+    total = 0.0
+    for k, z in enumerate(levels):
+        below = levels[k + 1] if k + 1 < len(levels) else 0.0
+        sub = P[P[:, -1] >= z][:, :-1]
+        sub = sub[pareto_mask(sub)]
+        total += _hv(sub) * (z - below)
+    return total
+
+
+@dataclass(frozen=True)
+class FrontResult:
+    """Result of `compute_front` over a set of completed trials."""
+
+    indices: list[int]  # trial indices on the Pareto front (feasible, beyond the reference)
+    feasible: list[int]  # trial indices that satisfy every constraint and threshold
+    hypervolume: float
+    reference: dict[str, float]  # the reference point per objective, in the objectives' own units
+    inferred_reference: list[str]  # objectives whose reference had no threshold and was inferred
+
+
+def to_maximization(values: np.ndarray, objectives: Mapping[str, Objective]) -> np.ndarray:
+    signs = np.array([1.0 if o.maximize else -1.0 for o in objectives.values()])
+    return np.asarray(values, dtype=float) * signs
+
+
+def compute_front(
+    trials: Sequence[tuple[int, Mapping[str, float]]],
+    objectives: Mapping[str, Objective],
+    constraints: Sequence[Constraint] = (),
+) -> FrontResult:
+    """Pareto front and hypervolume of completed trials.
+
+    Args:
+        trials: (trial index, metric values) for completed trials.
+        objectives: the spec's objectives, in order.
+        constraints: outcome constraints; a trial that violates one is infeasible.
+
+    The reference point is each objective's threshold; an objective without a
+    threshold uses the worst value observed among feasible trials (so every
+    feasible trial that beats the other thresholds counts), and is reported in
+    `inferred_reference`.
+    """
+    names = list(objectives)
+    rows, idx = [], []
+    for index, values in trials:
+        try:
+            row = [float(values[n]) for n in names]
+        except (KeyError, TypeError, ValueError):
+            continue
+        if not np.all(np.isfinite(row)):
+            continue
+        ok = True
+        for c in constraints:
+            v = values.get(c.metric)
+            if v is None or not np.isfinite(v) or not c.satisfied(float(v)):
+                ok = False
+                break
+        if ok:
+            rows.append(row)
+            idx.append(index)
+    Y = np.array(rows, dtype=float).reshape(-1, len(names))
+    signs = np.array([1.0 if objectives[n].maximize else -1.0 for n in names])
+    ref_native: dict[str, float] = {}
+    inferred: list[str] = []
+    for k, n in enumerate(names):
+        th = objectives[n].threshold
+        if th is not None:
+            ref_native[n] = th
+        else:
+            inferred.append(n)
+            col = Y[:, k]
+            if len(col):
+                worst = col.min() if objectives[n].maximize else col.max()
+                span = (col.max() - col.min()) or abs(worst) or 1.0
+                # a little beyond the worst value so the worst point still counts
+                ref_native[n] = float(worst - 0.1 * span * signs[k])
+            else:
+                ref_native[n] = 0.0
+    ref = np.array([ref_native[n] for n in names]) * signs
+    Ymax = Y * signs
+    beyond = np.all(Ymax > ref, axis=1) if len(Ymax) else np.zeros(0, dtype=bool)
+    feasible = [i for i, b in zip(idx, beyond) if b]
+    Yf = Ymax[beyond]
+    mask = pareto_mask(Yf)
+    front_idx = [i for i, m in zip(feasible, mask) if m]
+    hv = hypervolume(Yf, ref) if len(Yf) else 0.0
+    return FrontResult(front_idx, feasible, hv, ref_native, inferred)
+
+
+def hypervolume_trace(
+    trials: Sequence[tuple[int, Mapping[str, float]]],
+    objectives: Mapping[str, Objective],
+    constraints: Sequence[Constraint] = (),
+) -> list[tuple[int, float]]:
+    """Hypervolume after each completed trial, in trial-index order (for progress plots).
+
+    The reference point is fixed from all trials first, so the trace is monotone.
+    """
+    full = compute_front(trials, objectives, constraints)
+    fixed = {n: Objective(goal=o.goal, threshold=full.reference[n], value=o.value) for n, o in objectives.items()}
+    ordered = sorted(trials, key=lambda t: t[0])
+    out = []
+    for k in range(len(ordered)):
+        out.append((ordered[k][0], compute_front(ordered[: k + 1], fixed, constraints).hypervolume))
+    return out

@@ -1,0 +1,46 @@
+"""Runners: how trials become jobs. A name -> "module:factory" registry, loaded lazily.
+
+Third-party runners register under the entry-point group `nasctl.runners`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from typing import Any
+
+from nasctl.errors import UnknownRunnerError
+from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob
+
+BUILTIN_RUNNERS: dict[str, str] = {
+    "local_cwd": "nasctl.runners.local:create_runner",
+}
+
+
+def available_runners() -> dict[str, str]:
+    found = dict(BUILTIN_RUNNERS)
+    for ep in entry_points(group="nasctl.runners"):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+def get_runner(scheduler: str, cfg: Mapping[str, Any] | None = None) -> Runner:
+    """Build the runner for a TorchX scheduler name.
+
+    Raises:
+        UnknownRunnerError: no runner is registered under that name.
+        SpecError: the cfg has options the runner does not take.
+    """
+    registry = available_runners()
+    target = registry.get(scheduler)
+    if target is None:
+        hint = f"use one of: {', '.join(sorted(registry))}"
+        if scheduler == "local":
+            hint = "TorchX's local scheduler is called local_cwd; " + hint
+        raise UnknownRunnerError(f"runner.scheduler {scheduler!r} is not a known scheduler", hint)
+    module, _, factory = target.partition(":")
+    return getattr(importlib.import_module(module), factory)(cfg)  # type: ignore[no-any-return]
+
+
+__all__ = ["JobRequest", "JobState", "JobStatus", "Runner", "SubmittedJob", "get_runner", "available_runners"]

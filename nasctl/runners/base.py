@@ -1,0 +1,118 @@
+"""The runner contract: how a trial becomes a job on some scheduler.
+
+A runner turns a `JobRequest` into a job and answers for it later from nothing
+but the job handle (a string) and the runner metadata (a JSON dict) that
+`submit` returned. Those two are all the store keeps, so a different process
+holding a fresh runner instance must be able to poll, cancel and read logs.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """Everything a scheduler needs to start one trial.
+
+    Attributes:
+        name: deterministic job name (experiment + trial index), used to detect
+            a job that was submitted but never recorded.
+        entrypoint: the executable (usually the orchestrator's Python).
+        args: its arguments, parameters already rendered as `--name value`.
+        env: extra environment (NASCTL_TRIAL_ID, NASCTL_LOG_DIR, thread counts).
+        trial_dir: the trial's own directory; logs and TensorBoard files go there.
+        cpu, mem_mb, gpu: resources per replica.
+    """
+
+    name: str
+    entrypoint: str
+    args: list[str]
+    env: dict[str, str]
+    trial_dir: str
+    cpu: int = 1
+    mem_mb: int = 2000
+    gpu: int = 0
+
+
+class JobState(str, enum.Enum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: JobState
+    message: str | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class SubmittedJob:
+    """What the store keeps for a job: a handle string and JSON metadata."""
+
+    handle: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class Runner(abc.ABC):
+    """Base class of all runners.
+
+    Contract (checked by tests/unit/test_runner_contract.py for every runner):
+
+    - `dryrun` has no side effects and returns the exact request text.
+    - `submit` starts the job and returns a `SubmittedJob` whose handle and
+      metadata are JSON-serialisable. It raises `RunnerError` if nothing started.
+    - `status` takes many jobs at once (one scheduler query per poll where the
+      backend allows), never raises for a single unknown job (it reports
+      UNKNOWN), and is side-effect free.
+    - `cancel` is idempotent: cancelling a finished job is not an error.
+    - `log_tail` returns the last lines of the job's output ("" if none).
+    """
+
+    scheduler: str
+
+    @abc.abstractmethod
+    def dryrun(self, request: JobRequest) -> str: ...
+
+    @abc.abstractmethod
+    def submit(self, request: JobRequest) -> SubmittedJob: ...
+
+    @abc.abstractmethod
+    def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]: ...
+
+    @abc.abstractmethod
+    def cancel(self, job: SubmittedJob) -> None: ...
+
+    @abc.abstractmethod
+    def log_tail(self, job: SubmittedJob, lines: int = 40) -> str: ...
+
+    def close(self) -> None:
+        """Release clients. Jobs keep running."""
+
+
+def tail_file(path: str, lines: int) -> str:
+    """The last `lines` lines of a text file, read from its end (cheap on big logs)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            block = min(size, max(4096, lines * 200))
+            f.seek(size - block)
+            data = f.read(block)
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,453 @@
+"""Experiment spec: YAML -> validated, immutable objects (pydantic).
+
+The keys documented in the README are the public format. Every validation
+error is reported on one line naming the field path and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from nasctl.errors import SpecError
+
+MAX_SPEC_BYTES = 1_000_000
+MAX_PARAMETERS = 200
+MAX_CHOICES = 1_000
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+PARAM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+METRIC_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,127}$")
+CONSTRAINT_RE = re.compile(
+    r"^\s*(?P<metric>[A-Za-z_][A-Za-z0-9_./-]*)\s*(?P<op><=|>=)\s*(?P<bound>[-+0-9.eE]+)\s*$"
+)
+
+Scalar = Union[bool, int, float, str]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _finite(v: float, what: str) -> float:
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"{what} must be a finite number, got {v}")
+    return v
+
+
+class _Conditional(_Model):
+    """`when: {parent: [values...]}`: the parameter exists only for those parent values."""
+
+    when: dict[str, list[Scalar]] | None = None
+
+    @field_validator("when")
+    @classmethod
+    def _check_when(cls, v: dict[str, list[Scalar]] | None) -> dict[str, list[Scalar]] | None:
+        if v is not None:
+            if len(v) != 1:
+                raise ValueError("when must name exactly one parent parameter")
+            for values in v.values():
+                if not values:
+                    raise ValueError("when lists no parent values")
+        return v
+
+
+class IntParameter(_Conditional):
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> IntParameter:
+        if self.low >= self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        if self.log and self.low <= 0:
+            raise ValueError(f"log scale needs low > 0, got {self.low}")
+        return self
+
+
+class FloatParameter(_Conditional):
+    type: Literal["float"]
+    low: float
+    high: float
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> FloatParameter:
+        _finite(self.low, "low")
+        _finite(self.high, "high")
+        if self.low >= self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        if self.log and self.low <= 0:
+            raise ValueError(f"log scale needs low > 0, got {self.low}")
+        return self
+
+
+class ChoiceParameter(_Conditional):
+    type: Literal["choice"]
+    values: list[Scalar] = Field(min_length=2, max_length=MAX_CHOICES)
+    ordered: bool = False
+
+    @field_validator("values")
+    @classmethod
+    def _check_values(cls, v: list[Scalar]) -> list[Scalar]:
+        kinds = {_kind(x) for x in v}
+        if len(kinds) > 1:
+            raise ValueError(f"values must all be of one type, got {sorted(kinds)}")
+        for x in v:
+            if isinstance(x, float):
+                _finite(x, "a choice value")
+        if len({repr(x) for x in v}) != len(v):
+            raise ValueError("values must be distinct")
+        return v
+
+    @property
+    def value_type(self) -> str:
+        return _kind(self.values[0])
+
+
+class FixedParameter(_Conditional):
+    type: Literal["fixed"]
+    value: Scalar
+
+
+def _kind(x: Scalar) -> str:
+    if isinstance(x, bool):
+        return "bool"
+    if isinstance(x, int):
+        return "int"
+    if isinstance(x, float):
+        return "float"
+    return "str"
+
+
+Parameter = Annotated[
+    Union[IntParameter, FloatParameter, ChoiceParameter, FixedParameter],
+    Field(discriminator="type"),
+]
+
+
+class Objective(_Model):
+    """An objective: its direction, its threshold (reference point) and how its
+    value is read from the logged curve (`last` logged value or `best`)."""
+
+    goal: Literal["maximize", "minimize"]
+    threshold: float | None = None
+    value: Literal["last", "best"] = "last"
+
+    @field_validator("threshold")
+    @classmethod
+    def _check_threshold(cls, v: float | None) -> float | None:
+        return None if v is None else _finite(v, "threshold")
+
+    @property
+    def maximize(self) -> bool:
+        return self.goal == "maximize"
+
+
+class Constraint(_Model):
+    """An outcome constraint `metric <= bound` or `metric >= bound`."""
+
+    metric: str
+    op: Literal["<=", ">="]
+    bound: float
+
+    def satisfied(self, value: float) -> bool:
+        return value <= self.bound if self.op == "<=" else value >= self.bound
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.bound:g}"
+
+
+def parse_constraint(text: str) -> Constraint:
+    m = CONSTRAINT_RE.match(text)
+    if not m:
+        raise ValueError(f"constraint {text!r} must look like 'metric <= number' or 'metric >= number'")
+    try:
+        bound = float(m.group("bound"))
+    except ValueError:
+        raise ValueError(f"constraint {text!r} has a bound that is not a number") from None
+    _finite(bound, f"the bound of {text!r}")
+    return Constraint(metric=m.group("metric"), op=m.group("op"), bound=bound)  # type: ignore[arg-type]
+
+
+class Budget(_Model):
+    max_trials: int = Field(ge=1, le=100_000)
+    parallelism: int = Field(default=1, ge=1, le=1_000)
+    trial_timeout: float | None = Field(default=None, gt=0, description="seconds")
+    max_failures: int = Field(default=5, ge=0)
+
+
+class Resources(_Model):
+    cpu: int = Field(default=1, ge=1, le=1024)
+    mem_mb: int = Field(default=2000, ge=64)
+    gpu: int = Field(default=0, ge=0, le=64)
+
+
+class TrialSpec(_Model):
+    """What each trial runs: a built-in search space's trainer or a user script."""
+
+    search_space: str | None = None
+    script: str | None = None
+    args: dict[str, Scalar] = Field(default_factory=dict)
+    resources: Resources = Field(default_factory=Resources)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TrialSpec:
+        given = [k for k in ("search_space", "script") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(
+                "set exactly one of trial.search_space (a built-in such as mlp_digits) "
+                f"or trial.script (a training script); got {given or 'neither'}"
+            )
+        for key in self.args:
+            if not PARAM_RE.match(key):
+                raise ValueError(f"argument name {key!r} must match {PARAM_RE.pattern}")
+        return self
+
+
+class RunnerSpec(_Model):
+    scheduler: str = "local_cwd"
+    cfg: dict[str, Any] = Field(default_factory=dict)
+
+
+class OptimizerSpec(_Model):
+    initial_trials: int | None = Field(default=None, ge=1)
+    method: Literal["auto", "botorch", "sobol"] = "auto"
+    seed: int | None = 0
+
+
+class ExperimentSpec(_Model):
+    """A validated experiment spec. Build it with `load_spec` or `parse_spec`."""
+
+    name: str
+    search_space: dict[str, Parameter]
+    objectives: dict[str, Objective] = Field(min_length=1, max_length=8)
+    constraints: list[str] = Field(default_factory=list)
+    budget: Budget
+    trial: TrialSpec
+    runner: RunnerSpec = Field(default_factory=RunnerSpec)
+    optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
+    early_stopping: None = None
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(
+                f"name {v!r} must be 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit"
+            )
+        return v
+
+    @field_validator("search_space")
+    @classmethod
+    def _check_space(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if len(v) > MAX_PARAMETERS:
+            raise ValueError(f"at most {MAX_PARAMETERS} parameters are allowed, got {len(v)}")
+        for key in v:
+            if not PARAM_RE.match(key):
+                raise ValueError(f"parameter name {key!r} must match {PARAM_RE.pattern} (it becomes --{key})")
+        if not any(not isinstance(p, FixedParameter) for p in v.values()):
+            raise ValueError("needs at least one parameter that is not fixed")
+        return v
+
+    @field_validator("objectives")
+    @classmethod
+    def _check_objectives(cls, v: dict[str, Objective]) -> dict[str, Objective]:
+        for key in v:
+            if not METRIC_RE.match(key):
+                raise ValueError(f"metric name {key!r} must match {METRIC_RE.pattern}")
+        return v
+
+    @field_validator("constraints")
+    @classmethod
+    def _check_constraints(cls, v: list[str]) -> list[str]:
+        for text in v:
+            parse_constraint(text)
+        return v
+
+    @field_validator("early_stopping", mode="before")
+    @classmethod
+    def _no_early_stopping(cls, v: Any) -> None:
+        if v is not None:
+            raise ValueError("early stopping is not available in this version of nasctl; set it to null")
+        return None
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> ExperimentSpec:
+        params = self.search_space
+        for name, p in params.items():
+            if p.when:
+                (parent, values), = p.when.items()
+                if parent not in params:
+                    raise ValueError(f"search_space.{name}.when names unknown parameter {parent!r}")
+                if parent == name:
+                    raise ValueError(f"search_space.{name}.when cannot name itself")
+                pp = params[parent]
+                if not isinstance(pp, (ChoiceParameter, IntParameter, FixedParameter)):
+                    raise ValueError(
+                        f"search_space.{name}.when: parent {parent!r} must be a choice, int or fixed parameter"
+                    )
+                if pp.when:
+                    raise ValueError(f"search_space.{name}.when: parent {parent!r} is itself conditional")
+        for text in self.constraints:
+            c = parse_constraint(text)
+            if c.metric in self.objectives:
+                raise ValueError(
+                    f"constraint {text!r} is on objective {c.metric!r}: use objectives.{c.metric}.threshold instead"
+                )
+        overlap = set(self.trial.args) & set(params)
+        if overlap:
+            raise ValueError(f"trial.args repeats search_space parameters {sorted(overlap)}")
+        return self
+
+    # --- derived views -------------------------------------------------
+    @property
+    def parsed_constraints(self) -> list[Constraint]:
+        return [parse_constraint(c) for c in self.constraints]
+
+    @property
+    def tunable(self) -> dict[str, IntParameter | FloatParameter | ChoiceParameter]:
+        """Parameters the optimizer chooses (everything but `fixed`)."""
+        return {k: p for k, p in self.search_space.items() if not isinstance(p, FixedParameter)}
+
+    @property
+    def fixed(self) -> dict[str, Scalar]:
+        return {k: p.value for k, p in self.search_space.items() if isinstance(p, FixedParameter)}
+
+    @property
+    def metric_names(self) -> list[str]:
+        """Metrics every completed trial must report: objectives, then constrained metrics."""
+        names = list(self.objectives)
+        for c in self.parsed_constraints:
+            if c.metric not in names:
+                names.append(c.metric)
+        return names
+
+    @property
+    def initial_trials(self) -> int:
+        """Quasi-random trials before the model takes over (default: 2 x tunable dims,
+        5..16), never more than the budget."""
+        if self.optimizer.initial_trials is not None:
+            return min(self.optimizer.initial_trials, self.budget.max_trials)
+        return min(self.budget.max_trials, max(5, min(16, 2 * len(self.tunable))))
+
+    def active_parameters(self, params: dict[str, Scalar]) -> dict[str, Scalar]:
+        """Drop conditional parameters whose parent value does not activate them."""
+        out: dict[str, Scalar] = {}
+        full = {**self.fixed, **params}
+        for name, p in self.search_space.items():
+            if name not in full:
+                continue
+            if p.when:
+                (parent, values), = p.when.items()
+                if full.get(parent) not in values:
+                    continue
+            out[name] = full[name]
+        return out
+
+
+def _one_line_errors(e: ValidationError, source: str) -> str:
+    parts = []
+    for err in e.errors()[:5]:
+        loc = ".".join(str(x) for x in err["loc"] if not str(x).startswith(("function-", "tagged-union")))
+        # pydantic puts the union member name in loc for tagged unions; drop it.
+        loc = re.sub(r"\.(int|float|choice|fixed)(?=\.|$)", "", loc)
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (check the spelling; see the README for the spec format)"
+        elif err["type"] == "union_tag_invalid":
+            msg = "type must be one of int, float, choice, fixed"
+        elif err["type"] == "union_tag_not_found":
+            msg = "missing 'type' (one of int, float, choice, fixed)"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    more = len(e.errors()) - len(parts)
+    tail = f" (and {more} more)" if more > 0 else ""
+    return f"invalid spec {source}: " + "; ".join(parts) + tail
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """Safe YAML without anchors/aliases: rules out "billion laughs" expansion."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise SpecError(
+                f"YAML aliases are not allowed in specs (line {event.start_mark.line + 1})",
+                "write the values out in full",
+            )
+        return super().compose_node(parent, index)
+
+
+def parse_spec(text: str, source: str = "<spec>", overrides: dict[str, Any] | None = None) -> ExperimentSpec:
+    """Parse YAML text into an `ExperimentSpec`.
+
+    Raises:
+        SpecError: the YAML is malformed or the spec is invalid; the message is one line.
+    """
+    if len(text.encode("utf-8", "replace")) > MAX_SPEC_BYTES:
+        raise SpecError(f"spec {source} is larger than {MAX_SPEC_BYTES} bytes", "a spec is a small YAML file")
+    try:
+        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise SpecError(f"spec {source} is not valid YAML{where}: {problem}", "fix the YAML syntax") from None
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"spec {source} must be a YAML mapping with keys name, search_space, objectives, budget, trial",
+            "see examples/digits_mlp.yaml",
+        )
+    if overrides:
+        data = {**data, **overrides}
+    try:
+        return ExperimentSpec.model_validate(data)
+    except ValidationError as e:
+        raise SpecError(_one_line_errors(e, source), "see the spec format in the README") from None
+
+
+def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentSpec:
+    """Read and validate a spec file. A relative `trial.script` is resolved against the spec's folder."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"spec file {path} does not exist", "check the path") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"spec file {path} cannot be read: {e}", "pass a UTF-8 YAML file") from None
+    spec = parse_spec(text, source=str(path), overrides=overrides)
+    if spec.trial.script:
+        script = Path(spec.trial.script)
+        if not script.is_absolute():
+            script = (p.parent / script).resolve()
+        if not script.is_file():
+            raise SpecError(f"trial.script {spec.trial.script} does not exist (looked at {script})", "fix the path")
+        spec = spec.model_copy(update={"trial": spec.trial.model_copy(update={"script": str(script)})})
+    return spec
+
+
+def spec_to_dict(spec: ExperimentSpec) -> dict[str, Any]:
+    """JSON-safe dict of the spec (what the store keeps)."""
+    return spec.model_dump(mode="json")
+
+
+def spec_from_dict(data: dict[str, Any]) -> ExperimentSpec:
+    """Rebuild a spec stored by `spec_to_dict`."""
+    try:
+        return ExperimentSpec.model_validate(data)
+    except ValidationError as e:
+        raise SpecError(_one_line_errors(e, "stored in the database"), "the stored spec is damaged") from None

@@ -1,0 +1,468 @@
+"""The SQL store: the source of truth for experiments, trials, observations and events.
+
+Every public method opens a short transaction and returns plain records from
+`nasctl.types`, so callers never hold ORM objects or sessions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from sqlalchemy import create_engine, event, func, select, update
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from nasctl.errors import AlreadyExistsError, BadInputError, LeaseError, NotFoundError, StorageError
+from nasctl.store import migrate
+from nasctl.store.models import EventRow, ExperimentRow, ObservationRow, TrialRow
+from nasctl.types import (
+    EventRecord,
+    ExperimentRecord,
+    ExperimentStatus,
+    Observation,
+    TrialRecord,
+    TrialStatus,
+)
+
+DEFAULT_URL = "sqlite:///nasctl.db"
+
+
+def resolve_url(url: str | None) -> str:
+    """`--db`, else `NASCTL_DB`, else the embedded SQLite default."""
+    return url or os.environ.get("NASCTL_DB") or DEFAULT_URL
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _redact(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def _set_sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+class Store:
+    """Access to one nasctl database.
+
+    Args:
+        url: SQLAlchemy URL (`sqlite:///path.db`, `postgresql+psycopg://...`).
+        create: initialise an empty database (True for commands that start experiments).
+        check: refuse a database at another schema revision (always on outside `nasctl db`).
+
+    Raises:
+        BadInputError: the URL is malformed or names a driver that is not installed.
+        NotFoundError: an SQLite file that does not exist, when `create` is False.
+        SchemaOutdatedError: the schema is not the one this nasctl needs.
+        StorageError: the database cannot be reached.
+    """
+
+    def __init__(self, url: str | None = None, *, create: bool = False, check: bool = True) -> None:
+        self.url = resolve_url(url)
+        self.display_url = _redact(self.url)
+        try:
+            parsed = make_url(self.url)
+        except ArgumentError:
+            raise BadInputError(
+                f"--db {self.url!r} is not a database URL",
+                "use e.g. sqlite:///nasctl.db or postgresql+psycopg://user@host/db",
+            ) from None
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        if self.is_sqlite:
+            path = parsed.database
+            if path and path != ":memory:":
+                p = Path(path)
+                if not p.exists() and not create:
+                    raise NotFoundError(
+                        f"no nasctl database at {p.resolve()}",
+                        "start an experiment with `nasctl run SPEC.yaml`, or pass --db / NASCTL_DB",
+                    )
+                if create and not p.parent.exists():
+                    p.parent.mkdir(parents=True, exist_ok=True)
+                self.path: Path | None = p.resolve()
+                self.display_url = f"sqlite:///{self.path}"
+            else:
+                self.path = None
+        else:
+            self.path = None
+        try:
+            kwargs: dict[str, Any] = {"future": True}
+            if not self.is_sqlite:
+                kwargs["pool_pre_ping"] = True
+            self.engine: Engine = create_engine(self.url, **kwargs)
+        except (NoSuchModuleError, ModuleNotFoundError, ImportError) as e:
+            raise BadInputError(
+                f"--db {self.display_url}: no driver for this database ({e})",
+                "install the driver (e.g. pip install 'psycopg[binary]') or use sqlite:///nasctl.db",
+            ) from None
+        if self.is_sqlite:
+            event.listen(self.engine, "connect", _set_sqlite_pragmas)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        try:
+            if create and migrate.is_empty(self.engine):
+                migrate.upgrade(self.engine)
+            elif check:
+                if migrate.is_empty(self.engine):
+                    raise NotFoundError(
+                        f"database {self.display_url} holds no nasctl data",
+                        f"start an experiment with `nasctl run SPEC.yaml --db {self.display_url}` "
+                        f"or initialise it with `nasctl db upgrade --db {self.display_url}`",
+                    )
+                migrate.check_revision(self.engine, self.display_url)
+        except OperationalError as e:
+            raise StorageError(
+                f"cannot open database {self.display_url}: {str(e.orig).strip().splitlines()[0]}",
+                "check that the server runs and the URL is right",
+            ) from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        try:
+            with self._sessions.begin() as s:
+                yield s
+        except IntegrityError:
+            raise
+        except OperationalError as e:
+            raise StorageError(
+                f"database {self.display_url} failed: {str(e.orig).strip().splitlines()[0]}",
+                "check that the database is reachable and not locked",
+            ) from e
+
+    # --- experiments ------------------------------------------------------
+    def create_experiment(self, name: str, spec: dict[str, Any], work_dir: str, owner: str | None = None) -> ExperimentRecord:
+        now = utcnow()
+        row = ExperimentRow(
+            name=name,
+            spec=spec,
+            status=ExperimentStatus.RUNNING.value,
+            work_dir=work_dir,
+            created_at=now,
+            updated_at=now,
+            lease_owner=owner,
+            lease_heartbeat=now if owner else None,
+        )
+        try:
+            with self._session() as s:
+                s.add(row)
+                s.flush()
+                s.add(EventRow(experiment_id=row.id, time=now, kind="created", message=f"experiment {name} created"))
+                return _experiment(row)
+        except IntegrityError:
+            raise AlreadyExistsError(
+                f"experiment {name!r} already exists in {self.display_url}",
+                f"look at it with `nasctl status {name}`, or pass --name to start a new one",
+            ) from None
+
+    def get_experiment(self, name: str) -> ExperimentRecord:
+        with self._session() as s:
+            row = s.scalar(select(ExperimentRow).where(ExperimentRow.name == name))
+            if row is None:
+                known = s.scalars(select(ExperimentRow.name).order_by(ExperimentRow.id.desc()).limit(5)).all()
+                hint = f"known experiments: {', '.join(known)}" if known else "this database has no experiments yet"
+                raise NotFoundError(f"no experiment named {name!r} in {self.display_url}", f"{hint}; see `nasctl ls`")
+            return _experiment(row)
+
+    def list_experiments(self) -> list[tuple[ExperimentRecord, dict[str, int]]]:
+        """Every experiment with its trial counts by status, newest first."""
+        with self._session() as s:
+            rows = s.scalars(select(ExperimentRow).order_by(ExperimentRow.id.desc())).all()
+            counts: dict[int, dict[str, int]] = {r.id: {} for r in rows}
+            q = select(TrialRow.experiment_id, TrialRow.status, func.count()).group_by(
+                TrialRow.experiment_id, TrialRow.status
+            )
+            for exp_id, status, n in s.execute(q):
+                counts.setdefault(exp_id, {})[status] = n
+            return [(_experiment(r), counts[r.id]) for r in rows]
+
+    def set_experiment_status(self, experiment_id: int, status: ExperimentStatus, reason: str | None = None) -> None:
+        now = utcnow()
+        with self._session() as s:
+            s.execute(
+                update(ExperimentRow)
+                .where(ExperimentRow.id == experiment_id)
+                .values(status=status.value, status_reason=reason, updated_at=now)
+            )
+            msg = f"experiment {status.value.lower()}" + (f": {reason}" if reason else "")
+            s.add(EventRow(experiment_id=experiment_id, time=now, kind="status", message=msg))
+
+    def acquire_lease(self, experiment_id: int, owner: str, stale_after: float) -> None:
+        """Take the experiment's lease unless another owner's heartbeat is fresh.
+
+        Raises:
+            LeaseError: another live orchestrator holds it.
+        """
+        now = utcnow()
+        with self._session() as s:
+            row = s.get(ExperimentRow, experiment_id, with_for_update=not self.is_sqlite)
+            assert row is not None
+            if (
+                row.lease_owner
+                and row.lease_owner != owner
+                and row.lease_heartbeat is not None
+                and now - row.lease_heartbeat < timedelta(seconds=stale_after)
+            ):
+                age = (now - row.lease_heartbeat).total_seconds()
+                raise LeaseError(
+                    f"experiment {row.name!r} is driven by {row.lease_owner} (heartbeat {age:.0f}s ago)",
+                    f"stop it with `nasctl stop {row.name}` or wait {stale_after:.0f}s after it dies",
+                )
+            row.lease_owner = owner
+            row.lease_heartbeat = now
+
+    def heartbeat(self, experiment_id: int, owner: str) -> None:
+        with self._session() as s:
+            s.execute(
+                update(ExperimentRow)
+                .where(ExperimentRow.id == experiment_id, ExperimentRow.lease_owner == owner)
+                .values(lease_heartbeat=utcnow())
+            )
+
+    def release_lease(self, experiment_id: int, owner: str) -> None:
+        with self._session() as s:
+            s.execute(
+                update(ExperimentRow)
+                .where(ExperimentRow.id == experiment_id, ExperimentRow.lease_owner == owner)
+                .values(lease_owner=None, lease_heartbeat=None)
+            )
+
+    # --- trials -------------------------------------------------------------
+    def add_trial(
+        self,
+        experiment_id: int,
+        index: int,
+        parameters: dict[str, Any],
+        generation_method: str,
+        job_name: str,
+        log_dir: str,
+    ) -> TrialRecord:
+        """Record a CANDIDATE trial (write-ahead: before it is submitted)."""
+        now = utcnow()
+        row = TrialRow(
+            experiment_id=experiment_id,
+            index=index,
+            parameters=parameters,
+            status=TrialStatus.CANDIDATE.value,
+            generation_method=generation_method,
+            job_name=job_name,
+            log_dir=log_dir,
+            runner_metadata={},
+            reader_state={},
+            values={},
+            created_at=now,
+        )
+        with self._session() as s:
+            s.add(row)
+            s.flush()
+            s.add(
+                EventRow(
+                    experiment_id=experiment_id,
+                    trial_index=index,
+                    time=now,
+                    kind="candidate",
+                    message=f"trial {index} proposed by {generation_method}",
+                )
+            )
+            return _trial(row)
+
+    def mark_trial_running(
+        self, trial_id: int, job_handle: str, scheduler: str, runner_metadata: dict[str, Any]
+    ) -> TrialRecord:
+        now = utcnow()
+        with self._session() as s:
+            row = s.get(TrialRow, trial_id)
+            assert row is not None
+            row.status = TrialStatus.RUNNING.value
+            row.job_handle = job_handle
+            row.scheduler = scheduler
+            row.runner_metadata = runner_metadata
+            row.started_at = now
+            s.add(
+                EventRow(
+                    experiment_id=row.experiment_id,
+                    trial_index=row.index,
+                    time=now,
+                    kind="submitted",
+                    message=f"trial {row.index} submitted as {job_handle}",
+                )
+            )
+            return _trial(row)
+
+    def finish_trial(
+        self,
+        trial_id: int,
+        status: TrialStatus,
+        values: dict[str, float] | None = None,
+        failure_reason: str | None = None,
+        log_tail: str | None = None,
+    ) -> TrialRecord:
+        assert status.is_terminal
+        now = utcnow()
+        with self._session() as s:
+            row = s.get(TrialRow, trial_id)
+            assert row is not None
+            row.status = status.value
+            row.values = {k: float(v) for k, v in (values or {}).items() if math.isfinite(float(v))}
+            row.failure_reason = failure_reason
+            row.log_tail = log_tail
+            row.ended_at = now
+            msg = f"trial {row.index} {status.value.lower()}" + (f": {failure_reason}" if failure_reason else "")
+            s.add(
+                EventRow(
+                    experiment_id=row.experiment_id, trial_index=row.index, time=now, kind="finished", message=msg
+                )
+            )
+            return _trial(row)
+
+    def save_reader_state(self, trial_id: int, state: dict[str, Any]) -> None:
+        with self._session() as s:
+            s.execute(update(TrialRow).where(TrialRow.id == trial_id).values(reader_state=state))
+
+    def list_trials(
+        self, experiment_id: int, statuses: Iterable[TrialStatus] | None = None
+    ) -> list[TrialRecord]:
+        with self._session() as s:
+            q = select(TrialRow).where(TrialRow.experiment_id == experiment_id)
+            if statuses is not None:
+                q = q.where(TrialRow.status.in_([st.value for st in statuses]))
+            return [_trial(r) for r in s.scalars(q.order_by(TrialRow.index))]
+
+    def get_trial(self, experiment_id: int, index: int) -> TrialRecord:
+        with self._session() as s:
+            row = s.scalar(select(TrialRow).where(TrialRow.experiment_id == experiment_id, TrialRow.index == index))
+            if row is None:
+                raise NotFoundError(f"no trial {index} in this experiment", "see `nasctl trials NAME`")
+            return _trial(row)
+
+    def next_trial_index(self, experiment_id: int) -> int:
+        with self._session() as s:
+            top = s.scalar(select(func.max(TrialRow.index)).where(TrialRow.experiment_id == experiment_id))
+            return 0 if top is None else int(top) + 1
+
+    def reader_state(self, trial_id: int) -> dict[str, Any]:
+        with self._session() as s:
+            row = s.get(TrialRow, trial_id)
+            return dict(row.reader_state or {}) if row else {}
+
+    # --- observations -----------------------------------------------------
+    def add_observations(self, trial_id: int, observations: Sequence[Observation]) -> int:
+        """Insert observations, skipping (metric, step) pairs already stored. Returns how many were new."""
+        rows = [o for o in observations if math.isfinite(o.value)]
+        if not rows:
+            return 0
+        with self._session() as s:
+            existing = set(
+                s.execute(
+                    select(ObservationRow.metric, ObservationRow.step).where(
+                        ObservationRow.trial_id == trial_id,
+                        ObservationRow.metric.in_({o.metric for o in rows}),
+                    )
+                ).all()
+            )
+            fresh: dict[tuple[str, int], Observation] = {}
+            for o in rows:
+                key = (o.metric, o.step)
+                if key not in existing:
+                    fresh[key] = o  # a step logged twice keeps its last value
+            s.add_all(
+                ObservationRow(trial_id=trial_id, metric=o.metric, step=o.step, value=o.value, wall_time=o.wall_time)
+                for o in fresh.values()
+            )
+            return len(fresh)
+
+    def observations(self, trial_id: int, metric: str | None = None) -> list[Observation]:
+        with self._session() as s:
+            q = select(ObservationRow).where(ObservationRow.trial_id == trial_id)
+            if metric is not None:
+                q = q.where(ObservationRow.metric == metric)
+            return [
+                Observation(r.metric, r.step, r.value, r.wall_time)
+                for r in s.scalars(q.order_by(ObservationRow.metric, ObservationRow.step))
+            ]
+
+    def count_observations(self, experiment_id: int) -> int:
+        with self._session() as s:
+            return int(
+                s.scalar(
+                    select(func.count(ObservationRow.id))
+                    .join(TrialRow, TrialRow.id == ObservationRow.trial_id)
+                    .where(TrialRow.experiment_id == experiment_id)
+                )
+                or 0
+            )
+
+    # --- events -------------------------------------------------------------
+    def add_event(self, experiment_id: int, kind: str, message: str, trial_index: int | None = None,
+                  data: dict[str, Any] | None = None) -> None:
+        with self._session() as s:
+            s.add(EventRow(experiment_id=experiment_id, trial_index=trial_index, time=utcnow(), kind=kind,
+                           message=message, data=data))
+
+    def events(self, experiment_id: int, after_id: int = 0, limit: int = 1000) -> list[EventRecord]:
+        with self._session() as s:
+            q = (
+                select(EventRow)
+                .where(EventRow.experiment_id == experiment_id, EventRow.id > after_id)
+                .order_by(EventRow.id)
+                .limit(limit)
+            )
+            return [EventRecord(r.id, r.experiment_id, r.time, r.kind, r.message, r.trial_index) for r in s.scalars(q)]
+
+
+def _experiment(r: ExperimentRow) -> ExperimentRecord:
+    return ExperimentRecord(
+        id=r.id,
+        name=r.name,
+        spec=dict(r.spec),
+        status=ExperimentStatus(r.status),
+        work_dir=r.work_dir,
+        created_at=r.created_at,
+        updated_at=r.updated_at,
+        status_reason=r.status_reason,
+        lease_owner=r.lease_owner,
+        lease_heartbeat=r.lease_heartbeat,
+    )
+
+
+def _trial(r: TrialRow) -> TrialRecord:
+    return TrialRecord(
+        id=r.id,
+        experiment_id=r.experiment_id,
+        index=r.index,
+        parameters=dict(r.parameters),
+        status=TrialStatus(r.status),
+        generation_method=r.generation_method,
+        created_at=r.created_at,
+        job_name=r.job_name,
+        job_handle=r.job_handle,
+        scheduler=r.scheduler,
+        log_dir=r.log_dir,
+        runner_metadata=dict(r.runner_metadata or {}),
+        values=dict(r.values or {}),
+        started_at=r.started_at,
+        ended_at=r.ended_at,
+        failure_reason=r.failure_reason,
+        log_tail=r.log_tail,
+    )
+
+
+__all__ = ["Store", "resolve_url", "DEFAULT_URL", "SQLAlchemyError"]

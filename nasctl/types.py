@@ -1,0 +1,90 @@
+"""Plain value types shared by every layer (no third-party imports).
+
+Records returned by the store are these dataclasses, never ORM objects, so the
+layers above the store never import SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class TrialStatus(str, enum.Enum):
+    """Life cycle of a trial: CANDIDATE -> RUNNING -> one terminal state."""
+
+    CANDIDATE = "CANDIDATE"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    EARLY_STOPPED = "EARLY_STOPPED"
+    ABANDONED = "ABANDONED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (TrialStatus.CANDIDATE, TrialStatus.RUNNING)
+
+
+class ExperimentStatus(str, enum.Enum):
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+
+
+ParamValue = int | float | str | bool
+
+
+@dataclass(frozen=True)
+class ExperimentRecord:
+    id: int
+    name: str
+    spec: dict[str, Any]
+    status: ExperimentStatus
+    work_dir: str
+    created_at: datetime
+    updated_at: datetime
+    status_reason: str | None = None
+    lease_owner: str | None = None
+    lease_heartbeat: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    id: int
+    experiment_id: int
+    index: int
+    parameters: dict[str, ParamValue]
+    status: TrialStatus
+    generation_method: str
+    created_at: datetime
+    job_name: str | None = None
+    job_handle: str | None = None
+    scheduler: str | None = None
+    log_dir: str | None = None
+    runner_metadata: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, float] = field(default_factory=dict)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    failure_reason: str | None = None
+    log_tail: str | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    metric: str
+    step: int
+    value: float
+    wall_time: float | None = None
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    id: int
+    experiment_id: int
+    time: datetime
+    kind: str
+    message: str
+    trial_index: int | None = None
