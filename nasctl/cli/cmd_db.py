@@ -19,8 +19,8 @@ def upgrade(db: str | None) -> None:
     from nasctl.store import Store
     from nasctl.store.migrate import upgrade as do_upgrade
 
-    store = Store(db, create=True, check=False)
-    before, after = do_upgrade(store.engine)
+    store = Store(db, create=True, check=False, initialize=False)
+    before, after = do_upgrade(store.engine, store.display_url)
     if before == after:
         click.echo(f"{store.display_url} is already at revision {after}")
     else:

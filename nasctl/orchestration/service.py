@@ -99,11 +99,13 @@ def start_experiment(
     """Create the experiment in the store and drive it to the end. Returns a `RunSummary`."""
     from nasctl.orchestration.generator import CandidateGenerator
     from nasctl.orchestration.loop import Orchestrator, install_sigterm_handler, owner_id
-    from nasctl.orchestration.optimizer import AxOptimizer
+    from nasctl.orchestration.optimizer import AxOptimizer, prebuild_extension
 
     check_spec_runnable(spec)
     prepare_orchestrator_process()
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
+    if len(spec.objectives) > 1 and spec.optimizer.method != "sobol" and spec.budget.max_trials > spec.initial_trials:
+        prebuild_extension()
     work_dir = str(Path(work_root, spec.name).resolve())
     exp = store.create_experiment(spec.name, spec_to_dict(spec), work_dir, owner=owner_id())
     os.makedirs(work_dir, exist_ok=True)

@@ -9,9 +9,10 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from alembic import command
-from nasctl.errors import SchemaOutdatedError
+from nasctl.errors import SchemaOutdatedError, StorageError
 
 ALEMBIC_DIR = Path(__file__).parent / "alembic"
 OUR_TABLES = {"experiments", "trials", "observations", "events"}
@@ -44,13 +45,27 @@ def is_empty(engine: Engine) -> bool:
     return not (names & (OUR_TABLES | {"alembic_version"}))
 
 
-def upgrade(engine: Engine, revision: str = "head") -> tuple[str | None, str]:
-    """Migrate the database to `revision`; returns (before, after)."""
+def upgrade(engine: Engine, url_for_messages: str = "", revision: str = "head") -> tuple[str | None, str]:
+    """Migrate the database to `revision` in one transaction; returns (before, after).
+
+    Raises:
+        SchemaOutdatedError: the database is not one nasctl can migrate (left unchanged).
+    """
     before = current_revision(engine)
+    if before is None and not is_empty(engine):
+        check_revision(engine, url_for_messages or str(engine.url))
+    if before is not None and before not in known_revisions():
+        check_revision(engine, url_for_messages or str(engine.url))
     cfg = alembic_config()
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+    except SQLAlchemyError as e:
+        raise StorageError(
+            f"migrating {url_for_messages or engine.url} failed: {str(getattr(e, 'orig', e)).strip().splitlines()[0]}",
+            "the transaction was rolled back where the database allows it; restore from a backup if not",
+        ) from e
     return before, current_revision(engine) or ""
 
 
@@ -68,8 +83,9 @@ def check_revision(engine: Engine, url_for_messages: str) -> None:
     db = f"--db {url_for_messages}"
     if current is None:
         raise SchemaOutdatedError(
-            f"database {url_for_messages} has nasctl tables but no schema revision",
-            f"run `nasctl db upgrade {db}` to bring it to {head}",
+            f"database {url_for_messages} has tables named like nasctl's but no nasctl schema revision, "
+            "so it was not created by nasctl",
+            "point --db at a nasctl database or an empty one; this one is left untouched",
         )
     if current not in known_revisions():
         raise SchemaOutdatedError(

@@ -64,8 +64,10 @@ class Store:
 
     Args:
         url: SQLAlchemy URL (`sqlite:///path.db`, `postgresql+psycopg://...`).
-        create: initialise an empty database (True for commands that start experiments).
+        create: allow creating the SQLite file and initialise an empty database
+            (True for commands that start experiments).
         check: refuse a database at another schema revision (always on outside `nasctl db`).
+        initialize: migrate an empty database to the current schema (default: `create`).
 
     Raises:
         BadInputError: the URL is malformed or names a driver that is not installed.
@@ -74,7 +76,10 @@ class Store:
         StorageError: the database cannot be reached.
     """
 
-    def __init__(self, url: str | None = None, *, create: bool = False, check: bool = True) -> None:
+    def __init__(
+        self, url: str | None = None, *, create: bool = False, check: bool = True, initialize: bool | None = None
+    ) -> None:
+        initialize = create if initialize is None else initialize
         self.url = resolve_url(url)
         self.display_url = _redact(self.url)
         try:
@@ -116,7 +121,7 @@ class Store:
             event.listen(self.engine, "connect", _set_sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         try:
-            if create and migrate.is_empty(self.engine):
+            if initialize and migrate.is_empty(self.engine):
                 migrate.upgrade(self.engine)
             elif check:
                 if migrate.is_empty(self.engine):

@@ -1,0 +1,70 @@
+"""Shared fixtures: real databases (SQLite file, the machine's PostgreSQL and MariaDB)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN = os.environ.get("NASCTL_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+MYSQL_ADMIN = os.environ.get("NASCTL_TEST_MYSQL", "mysql+pymysql://root@127.0.0.1:3306/test")
+
+
+def _server_db(admin_url: str, kind: str) -> Iterator[str]:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"nasctl_t_{uuid.uuid4().hex[:10]}"
+    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as c:
+            c.execute(text(f"CREATE DATABASE {name}"))
+    except Exception as e:  # the server is part of the test environment: fail loudly
+        pytest.fail(f"{kind} at {admin_url} is not usable: {e}")
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with engine.connect() as c:
+            if kind == "postgresql":
+                c.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            else:
+                c.execute(text(f"DROP DATABASE IF EXISTS {name}"))
+        engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database of each kind nasctl supports."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'nasctl.db'}"
+    elif request.param == "postgresql":
+        yield from _server_db(PG_ADMIN, "postgresql")
+    else:
+        yield from _server_db(MYSQL_ADMIN, "mysql")
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'nasctl.db'}"
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the real `nasctl` entry point in a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("NASCTL_DB", None) if env is None or "NASCTL_DB" not in env else None
+    return subprocess.run(
+        [sys.executable, "-m", "nasctl", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -1,0 +1,105 @@
+"""Bad input through the real `nasctl` entry point: one line, the right exit code, no traceback, no data lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+from tests.conftest import ROOT, run_cli
+
+EXAMPLE = str(ROOT / "examples" / "digits_mlp.yaml")
+
+
+def _one_line_error(proc, code: int = 2) -> str:  # type: ignore[no-untyped-def]
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    err = proc.stderr.strip()
+    assert err.startswith("Error:"), err
+    assert "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_malformed_spec(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nsearch_space: {lr: {type: float, low: 1, high: 0}}\n")
+    err = _one_line_error(run_cli("run", str(bad), "--db", f"sqlite:///{tmp_path}/n.db", cwd=tmp_path))
+    assert "search_space.lr: low (1.0) must be below high (0.0)" in err
+    assert not (tmp_path / "n.db").exists()  # nothing written for bad input
+
+
+def test_unknown_scheduler(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(Path(EXAMPLE).read_text().replace("scheduler: local_cwd", "scheduler: local"))
+    err = _one_line_error(run_cli("run", str(spec), "--dryrun", cwd=tmp_path))
+    assert "'local' is not a known scheduler" in err and "local_cwd" in err
+
+
+def test_builtin_space_rejects_unknown_parameter(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(Path(EXAMPLE).read_text().replace("dropout:", "drop_out:"))
+    err = _one_line_error(run_cli("run", str(spec), "--dryrun", cwd=tmp_path))
+    assert "does not take parameters ['drop_out']" in err
+
+
+def test_missing_database_and_debug(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/none.db"
+    err = _one_line_error(run_cli("status", "x", "--db", url))
+    assert "no nasctl database at" in err and "nasctl run" in err
+    proc = run_cli("--debug", "status", "x", "--db", url)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_bad_urls_and_flags(tmp_path: Path) -> None:
+    assert "is not a database URL" in _one_line_error(run_cli("ls", "--db", "not a url"))
+    assert "no driver" in _one_line_error(run_cli("ls", "--db", "oracle+nodriver://x/y"))
+    proc = run_cli("run", EXAMPLE, "--bogus-flag")
+    assert proc.returncode == 2 and "No such option" in proc.stderr
+    proc = run_cli("export", "x", "--format", "xml")
+    assert proc.returncode == 2
+
+
+def test_outdated_database_refused_until_upgraded(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/old.db"
+    assert run_cli("db", "upgrade", "--db", url).returncode == 0
+    proc = run_cli("db", "current", "--db", url, "--json")
+    info = json.loads(proc.stdout)
+    assert info["up_to_date"] is True and info["current"] == info["head"]
+    engine = create_engine(url)
+    with engine.begin() as c:
+        c.execute(text("INSERT INTO experiments (name, spec, status, work_dir, created_at, updated_at) "
+                       "VALUES ('kept', '{}', 'COMPLETED', '/tmp', '2026-01-01', '2026-01-01')"))
+        c.execute(text("DELETE FROM alembic_version"))  # as if written before revisions were tracked
+    err = _one_line_error(run_cli("ls", "--db", url))
+    assert "no nasctl schema revision" in err
+    # upgrade refuses too, and changes nothing
+    assert "not created by nasctl" in _one_line_error(run_cli("db", "upgrade", "--db", url))
+    with engine.begin() as c:
+        assert c.execute(text("SELECT name FROM experiments")).scalars().all() == ["kept"]
+        c.execute(text("INSERT INTO alembic_version (version_num) VALUES ('0001_initial')"))
+    proc = run_cli("ls", "--db", url, "--json")
+    assert proc.returncode == 0 and [e["name"] for e in json.loads(proc.stdout)] == ["kept"]
+    # a database from a newer nasctl is refused with the right fix
+    with engine.begin() as c:
+        c.execute(text("UPDATE alembic_version SET version_num = '0042_future'"))
+    assert "upgrade nasctl" in _one_line_error(run_cli("trials", "kept", "--db", url))
+    assert "upgrade nasctl" in _one_line_error(run_cli("db", "upgrade", "--db", url))
+
+
+def test_db_upgrade_on_a_new_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/new.db"
+    up = run_cli("db", "upgrade", "--db", url)
+    assert up.returncode == 0 and "upgraded from empty to 0001_initial" in up.stdout, up.stdout + up.stderr
+    again = run_cli("db", "upgrade", "--db", url)
+    assert "already at revision 0001_initial" in again.stdout
+
+
+def test_dryrun_starts_nothing(tmp_path: Path) -> None:
+    proc = run_cli("run", EXAMPLE, "--dryrun", "--json", "--db", f"sqlite:///{tmp_path}/d.db", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["scheduler"] == "local_cwd"
+    assert plan["command"][1:3] == ["-m", "nasctl.search_spaces.mlp"]
+    assert "--hidden_size_1" in plan["command"]
+    assert "NASCTL_LOG_DIR" in plan["request"] and "trial_0000" in plan["request"]
+    assert not (tmp_path / "d.db").exists() and not (tmp_path / "nasctl_runs").exists()

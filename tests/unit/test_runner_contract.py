@@ -1,0 +1,100 @@
+"""The runner contract (nasctl.runners.base.Runner), run against every registered runner
+with real jobs. A new runner joins by adding its name to RUNNERS."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from nasctl.errors import UnknownRunnerError
+from nasctl.runners import JobRequest, JobState, Runner, SubmittedJob, available_runners, get_runner
+
+RUNNERS = ["local_cwd"]
+
+
+def test_every_builtin_runner_is_covered() -> None:
+    assert sorted(available_runners()) == sorted(RUNNERS)
+
+
+@pytest.fixture(params=RUNNERS)
+def runner(request: pytest.FixtureRequest) -> Runner:
+    return get_runner(request.param, {})
+
+
+@pytest.fixture
+def make_request(tmp_path: Path) -> Callable[[str, str], JobRequest]:
+    def make(name: str, code: str) -> JobRequest:
+        return JobRequest(
+            name=name,
+            entrypoint=sys.executable,
+            args=["-c", code],
+            env={"NASCTL_TRIAL_ID": "0", "NASCTL_LOG_DIR": str(tmp_path / name / "tb")},
+            trial_dir=str(tmp_path / name),
+        )
+
+    return make
+
+
+def wait_terminal(runner: Runner, job: SubmittedJob, timeout: float = 60) -> JobState:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = runner.status([job])[job.handle]
+        if st.state.is_terminal:
+            return st.state
+        time.sleep(0.1)
+    raise AssertionError(f"{job.handle} did not finish in {timeout}s")
+
+
+def test_dryrun_has_no_side_effects(runner: Runner, make_request: Callable[[str, str], JobRequest]) -> None:
+    req = make_request("dry", "print('x')")
+    text = runner.dryrun(req)
+    assert sys.executable in text and "NASCTL_TRIAL_ID" in text
+    assert not os.path.exists(req.trial_dir)
+
+
+def test_submit_poll_logs(runner: Runner, make_request: Callable[[str, str], JobRequest]) -> None:
+    ok = runner.submit(make_request("ok", "import os; print('hello from', os.environ['NASCTL_TRIAL_ID'])"))
+    bad = runner.submit(make_request("bad", "import sys; print('about to fail', file=sys.stderr); sys.exit(3)"))
+    # only JSON is persisted: handle and metadata must survive a round trip
+    for job in (ok, bad):
+        assert isinstance(job.handle, str)
+        assert json.loads(json.dumps(job.metadata)) == job.metadata
+    assert wait_terminal(runner, ok) == JobState.SUCCEEDED
+    assert wait_terminal(runner, bad) == JobState.FAILED
+    both = runner.status([ok, bad])  # one call answers for many jobs
+    assert set(both) == {ok.handle, bad.handle}
+    assert "hello from 0" in runner.log_tail(ok)
+    assert "about to fail" in runner.log_tail(bad)
+    # logs live in the trial's directory, not a temporary one
+    assert Path(ok.metadata["stdout"]).is_relative_to(Path(make_request("ok", "").trial_dir))
+
+
+def test_cancel_is_idempotent(runner: Runner, make_request: Callable[[str, str], JobRequest]) -> None:
+    job = runner.submit(make_request("slow", "import time; time.sleep(120)"))
+    deadline = time.monotonic() + 30
+    while runner.status([job])[job.handle].state not in (JobState.RUNNING, JobState.PENDING):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    runner.cancel(job)
+    assert wait_terminal(runner, job) in (JobState.CANCELLED, JobState.FAILED)
+    runner.cancel(job)  # again: not an error
+
+
+def test_unknown_job_is_reported_not_raised(runner: Runner) -> None:
+    fake = SubmittedJob(handle=f"{runner.scheduler}://torchx/never-submitted-123", metadata={})
+    assert runner.status([fake])[fake.handle].state == JobState.UNKNOWN
+    assert runner.log_tail(fake) == ""
+
+
+def test_unknown_scheduler_names_the_choices() -> None:
+    with pytest.raises(UnknownRunnerError, match="'local' is not a known scheduler.*local_cwd"):
+        get_runner("local")
+    with pytest.raises(UnknownRunnerError) as ei:
+        get_runner("mesos")
+    assert ei.value.exit_code == 2

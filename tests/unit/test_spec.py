@@ -1,0 +1,144 @@
+"""Spec validation: the example parses; malformed and hostile inputs give one-line errors naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nasctl.errors import SpecError
+from nasctl.spec import load_spec, parse_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+BASE = """
+name: t
+search_space:
+  hidden_size_1: {type: int, low: 16, high: 128, log: true}
+  learning_rate: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}
+  batch_size: {type: choice, values: [32, 64], ordered: true}
+  epochs: {type: fixed, value: 1}
+objectives:
+  val_acc: {goal: maximize, threshold: 0.8}
+  num_params: {goal: minimize}
+budget: {max_trials: 4}
+trial: {search_space: mlp_digits}
+"""
+
+
+def test_example_spec_parses() -> None:
+    spec = load_spec(ROOT / "examples" / "digits_mlp.yaml")
+    assert spec.budget.max_trials == 48 and spec.budget.parallelism == 2
+    assert list(spec.objectives) == ["val_acc", "num_params"]
+    assert spec.objectives["num_params"].threshold == 80000
+    assert spec.search_space["batch_size"].ordered is True  # type: ignore[union-attr]
+    assert spec.initial_trials == 8
+
+
+def test_defaults_and_views() -> None:
+    spec = parse_spec(BASE)
+    assert spec.runner.scheduler == "local_cwd"
+    assert set(spec.tunable) == {"hidden_size_1", "learning_rate", "batch_size"}
+    assert spec.fixed == {"epochs": 1}
+    assert spec.metric_names == ["val_acc", "num_params"]
+    assert spec.budget.max_failures == 5
+    # default initial trials: 2 per tunable dimension, at least 5, never above the budget
+    assert spec.initial_trials == 4
+
+
+def _err(text: str) -> str:
+    with pytest.raises(SpecError) as ei:
+        parse_spec(text, source="s.yaml")
+    msg = str(ei.value)
+    assert "\n" not in msg, msg
+    assert ei.value.exit_code == 2
+    return msg
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expect"),
+    [
+        ("low: 16, high: 128, log: true", "low: 128, high: 16", "search_space.hidden_size_1: low (128) must be below high (16)"),
+        ("low: 1.0e-4, high: 1.0e-2, log: true", "low: 0.0, high: 1.0, log: true", "log scale needs low > 0"),
+        ("low: 1.0e-4, high: 1.0e-2, log: true", "low: .nan, high: 1.0", "finite"),
+        ("{type: int, low: 16", "{type: integer, low: 16", "search_space.hidden_size_1: type must be one of int, float, choice, fixed"),
+        ("values: [32, 64]", "values: [32, '64']", "values must all be of one type"),
+        ("values: [32, 64]", "values: [32, 32]", "values must be distinct"),
+        ("values: [32, 64]", "values: [32]", "search_space.batch_size.values"),
+        ("goal: maximize, threshold: 0.8", "goal: up", "objectives.val_acc.goal"),
+        ("max_trials: 4", "max_trials: 0", "budget.max_trials"),
+        ("max_trials: 4", "max_trials: 4, parallel: 2", "budget.parallel: unknown key"),
+        ("name: t", "name: ../../etc", "name '../../etc' must be"),
+        ("hidden_size_1:", "hidden-size:", "parameter name 'hidden-size'"),
+        ("trial: {search_space: mlp_digits}", "trial: {search_space: mlp_digits, script: x.py}", "set exactly one of"),
+        ("trial: {search_space: mlp_digits}", "trial: {}", "set exactly one of"),
+    ],
+)
+def test_invalid_fields_are_named(old: str, new: str, expect: str) -> None:
+    assert old in BASE
+    msg = _err(BASE.replace(old, new, 1))
+    assert expect in msg
+    assert msg.startswith("invalid spec s.yaml:")
+
+
+def test_missing_required_sections() -> None:
+    msg = _err("name: t\nsearch_space: {x: {type: int, low: 0, high: 3}}\n")
+    assert "objectives: Field required" in msg and "budget: Field required" in msg
+
+
+def test_constraints() -> None:
+    spec = parse_spec(BASE + 'constraints: ["latency_ms <= 5", "model_bytes>=1e3"]\n')
+    assert [str(c) for c in spec.parsed_constraints] == ["latency_ms <= 5", "model_bytes >= 1000"]
+    assert spec.metric_names == ["val_acc", "num_params", "latency_ms", "model_bytes"]
+    assert "must look like 'metric <= number'" in _err(BASE + 'constraints: ["latency_ms < 5"]\n')
+    assert "use objectives.val_acc.threshold" in _err(BASE + 'constraints: ["val_acc >= 0.5"]\n')
+
+
+def test_conditional_parameters() -> None:
+    text = BASE.replace(
+        "  epochs: {type: fixed, value: 1}",
+        "  depth: {type: choice, values: [1, 2]}\n  width_2: {type: int, low: 8, high: 64, when: {depth: [2]}}",
+    )
+    spec = parse_spec(text)
+    assert spec.active_parameters({"depth": 1, "width_2": 9, "hidden_size_1": 20}) == {"depth": 1, "hidden_size_1": 20}
+    assert spec.active_parameters({"depth": 2, "width_2": 9})["width_2"] == 9
+    bad = text.replace("when: {depth: [2]}", "when: {nope: [2]}")
+    assert "names unknown parameter 'nope'" in _err(bad)
+
+
+def test_hostile_yaml() -> None:
+    # Python object tags are refused by the safe loader
+    assert "not valid YAML" in _err("!!python/object/apply:os.system ['echo pwned']\n")
+    # alias expansion ("billion laughs") is refused outright
+    bomb = 'a: &a ["x","x","x","x","x","x","x","x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n'
+    assert "aliases are not allowed" in _err(bomb)
+    # not a mapping
+    assert "must be a YAML mapping" in _err("- just\n- a list\n")
+    assert "must be a YAML mapping" in _err("")
+    # broken syntax names the line
+    assert "at line 3" in _err("name: t\nsearch_space: {x: [\n")
+    # absurdly large input
+    assert "larger than" in _err("name: t\n" + "#" * 2_000_000)
+    # huge numbers stay finite or are rejected
+    assert "finite" in _err(BASE.replace("threshold: 0.8", "threshold: 1e999"))
+
+
+def test_early_stopping_refused_until_supported() -> None:
+    assert "early stopping is not available" in _err(BASE + "early_stopping: {patience: 3}\n")
+    assert parse_spec(BASE + "early_stopping: null\n").early_stopping is None
+
+
+def test_script_path_resolved_relative_to_spec(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(BASE.replace("trial: {search_space: mlp_digits}", "trial: {script: train.py}"))
+    spec = load_spec(spec_file)
+    assert spec.trial.script == str((tmp_path / "train.py").resolve())
+    spec_file.write_text(BASE.replace("trial: {search_space: mlp_digits}", "trial: {script: missing.py}"))
+    with pytest.raises(SpecError, match="trial.script missing.py does not exist"):
+        load_spec(spec_file)
+
+
+def test_missing_file() -> None:
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec("/nonexistent/spec.yaml")
