@@ -38,6 +38,8 @@ def print_json(data: Any) -> None:
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
+        if v.is_integer() and abs(v) < 1e12:
+            return str(int(v))
         return f"{v:.4g}"
     return escape(str(v))
 

@@ -1,0 +1,100 @@
+"""Loop behaviour with a real local runner: trials are collected and dispatched while
+the optimizer is still busy; every proposal is in the store before its job starts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from nasctl.orchestration.generator import CandidateGenerator
+from nasctl.orchestration.loop import Orchestrator
+from nasctl.orchestration.optimizer import Candidate
+from nasctl.runners import get_runner
+from nasctl.spec import parse_spec, spec_to_dict
+from nasctl.store import Store
+from nasctl.types import TrialStatus
+
+SCRIPT = """
+import os, sys
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+x = float(sys.argv[sys.argv.index('--x') + 1])
+w = EventFileWriter(os.environ['NASCTL_LOG_DIR'])
+for tag, v in (('a', x), ('b', 1 - x)):
+    w.add_event(Event(step=0, wall_time=0.0, summary=Summary(value=[Summary.Value(tag=tag, simple_value=v)])))
+w.close()
+"""
+
+
+class GatedOptimizer:
+    """Proposes x = 0.1, 0.2, ...; from the second request on it blocks until `gate` opens."""
+
+    def __init__(self, gate: threading.Event, log: list[str]) -> None:
+        self.gate, self.log, self.n = gate, log, 0
+
+    def complete(self, index: int, values: Mapping[str, float]) -> None:
+        self.log.append(f"complete {index}")
+
+    def fail(self, index: int, reason: str | None = None) -> None:
+        self.log.append(f"fail {index}")
+
+    def abandon(self, index: int) -> None:
+        self.log.append(f"abandon {index}")
+
+    def attach(self, parameters: Mapping[str, Any]) -> int:
+        raise NotImplementedError
+
+    def generate(self, n: int) -> list[Candidate]:
+        if self.n > 0:
+            self.gate.wait(120)
+        self.log.append(f"generate {n} after {self.n} proposals")
+        out = [Candidate(self.n + k, {"x": round(0.1 * (self.n + k + 1), 3)}, "gated") for k in range(n)]
+        self.n += n
+        return out
+
+
+def test_collection_continues_while_generating(tmp_path: Path) -> None:
+    script = tmp_path / "t.py"
+    script.write_text(SCRIPT)
+    spec = parse_spec(
+        f"""
+name: gated
+search_space: {{x: {{type: float, low: 0, high: 1}}}}
+objectives: {{a: {{goal: maximize}}, b: {{goal: maximize}}}}
+budget: {{max_trials: 2, parallelism: 1}}
+trial: {{script: {script}}}
+"""
+    )
+    store = Store(f"sqlite:///{tmp_path}/g.db", create=True)
+    exp = store.create_experiment("gated", spec_to_dict(spec), str(tmp_path / "work"))
+    gate, log = threading.Event(), []
+    gen = CandidateGenerator(lambda: GatedOptimizer(gate, log))
+    orch = Orchestrator(store, exp, spec, get_runner("local_cwd"), gen, poll_interval=0.05, metrics_interval=0.1)
+    result: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: result.setdefault("summary", orch.run()))
+    t.start()
+    try:
+        # Trial 0 runs and completes while the second proposal is still blocked.
+        deadline = time.monotonic() + 60
+        while True:
+            trials = store.list_trials(exp.id)
+            if trials and trials[0].status == TrialStatus.COMPLETED:
+                break
+            assert time.monotonic() < deadline, f"trial 0 not collected: {trials}"
+            time.sleep(0.05)
+        assert not gate.is_set()
+        assert len(trials) == 1  # the blocked proposal has not produced a trial
+        assert trials[0].values == {"a": 0.1, "b": 0.9} or abs(trials[0].values["a"] - 0.1) < 1e-6
+    finally:
+        gate.set()
+        t.join(60)
+    summary = result["summary"]
+    assert summary.status.value == "COMPLETED" and summary.counts["COMPLETED"] == 2
+    # the optimizer heard about trial 0 before it served the second request
+    assert log.index("complete 0") < log.index("generate 1 after 1 proposals")
+    events = [e.kind for e in store.events(exp.id) if e.trial_index == 1]
+    assert events[:2] == ["candidate", "submitted"]  # write-ahead: recorded before submitted
