@@ -439,9 +439,14 @@ def _fmt_values(values: dict[str, float], objectives: dict[str, object]) -> str:
     return ", ".join(f"{k}={values[k]:.4g}" for k in objectives if k in values)
 
 
-def install_sigterm_handler(orch: Orchestrator) -> None:
-    """SIGTERM stops the experiment cleanly, like Ctrl-C."""
+def install_signal_handlers(orch: Orchestrator) -> None:
+    """The first Ctrl-C or SIGTERM asks the loop to stop at its next step (running
+    trials are cancelled and recorded as ABANDONED); a second Ctrl-C interrupts at once."""
     def _handler(signum: int, _frame: object) -> None:
-        orch.request_stop(f"received signal {signal.Signals(signum).name}")
+        if orch._stop_requested.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        orch.request_stop(f"stopped by {name}")
 
+    signal.signal(signal.SIGINT, _handler)
     signal.signal(signal.SIGTERM, _handler)

@@ -98,7 +98,7 @@ def start_experiment(
 ) -> Any:
     """Create the experiment in the store and drive it to the end. Returns a `RunSummary`."""
     from nasctl.orchestration.generator import CandidateGenerator
-    from nasctl.orchestration.loop import Orchestrator, install_sigterm_handler, owner_id
+    from nasctl.orchestration.loop import Orchestrator, install_signal_handlers, owner_id
     from nasctl.orchestration.optimizer import AxOptimizer, prebuild_extension
 
     check_spec_runnable(spec)
@@ -111,7 +111,7 @@ def start_experiment(
     os.makedirs(work_dir, exist_ok=True)
     gen = CandidateGenerator(lambda: AxOptimizer(spec))
     orch = Orchestrator(store, exp, spec, runner, gen, on_progress=on_progress, poll_interval=poll_interval)
-    install_sigterm_handler(orch)
+    install_signal_handlers(orch)
     return orch.run()
 
 

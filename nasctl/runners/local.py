@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -77,7 +79,17 @@ class LocalRunner(Runner):
         if self._runner is None:
             from torchx.runner import get_runner
 
-            self._runner = get_runner(cache_size=10_000)
+            # TorchX's local scheduler installs SIGINT/SIGTERM handlers of its own
+            # when it is created. Signals belong to the orchestrator (a stop must
+            # land between loop steps, never between "submitted" and "recorded"),
+            # so create the scheduler now and put the previous handlers back.
+            main = threading.current_thread() is threading.main_thread()
+            saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+            runner = get_runner(cache_size=10_000)
+            runner._scheduler(self.scheduler)  # noqa: SLF001 - instantiate it eagerly
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
+            self._runner = runner
         return self._runner
 
     def _dryrun_info(self, request: JobRequest) -> Any:
