@@ -64,6 +64,15 @@ class _Conditional(_Model):
         return v
 
 
+def _check_range(low: float, high: float, log: bool) -> None:
+    _finite(low, "low")
+    _finite(high, "high")
+    if low >= high:
+        raise ValueError(f"low ({low}) must be below high ({high})")
+    if log and low <= 0:
+        raise ValueError(f"log scale needs low > 0, got {low}")
+
+
 class IntParameter(_Conditional):
     type: Literal["int"]
     low: int
@@ -72,10 +81,7 @@ class IntParameter(_Conditional):
 
     @model_validator(mode="after")
     def _check(self) -> IntParameter:
-        if self.low >= self.high:
-            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
-        if self.log and self.low <= 0:
-            raise ValueError(f"log scale needs low > 0, got {self.low}")
+        _check_range(self.low, self.high, self.log)
         return self
 
 
@@ -87,12 +93,7 @@ class FloatParameter(_Conditional):
 
     @model_validator(mode="after")
     def _check(self) -> FloatParameter:
-        _finite(self.low, "low")
-        _finite(self.high, "high")
-        if self.low >= self.high:
-            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
-        if self.log and self.low <= 0:
-            raise ValueError(f"log scale needs low > 0, got {self.low}")
+        _check_range(self.low, self.high, self.log)
         return self
 
 

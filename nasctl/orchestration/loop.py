@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from nasctl.errors import MetricsError, RunnerError
@@ -32,7 +32,7 @@ from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
 from nasctl.search_spaces import get_search_space
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store
-from nasctl.types import ExperimentRecord, ExperimentStatus, TrialRecord, TrialStatus
+from nasctl.types import ExperimentRecord, ExperimentStatus, ParamValue, TrialRecord, TrialStatus
 
 LOG_TAIL_LINES = 40
 LEASE_STALE_SECONDS = 60.0
@@ -51,12 +51,12 @@ def trial_dir(work_dir: str, index: int) -> str:
 
 
 def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: int,
-                  parameters: dict[str, object]) -> JobRequest:
+                  parameters: Mapping[str, ParamValue]) -> JobRequest:
     """The job for one trial, following the trial contract: active parameters and
     fixed `trial.args` as `--name value`, NASCTL_* in the environment."""
     tdir = trial_dir(work_dir, index)
     tb = os.path.join(tdir, "tb")
-    active = spec.active_parameters(parameters)  # type: ignore[arg-type]
+    active = spec.active_parameters(dict(parameters))
     argv: list[str] = []
     for k, v in {**spec.trial.args, **active}.items():
         argv += [f"--{k}", repr(v) if isinstance(v, float) else str(v)]
@@ -435,7 +435,7 @@ class Orchestrator:
         )
 
 
-def _fmt_values(values: dict[str, float], objectives: dict[str, object]) -> str:
+def _fmt_values(values: Mapping[str, float], objectives: Mapping[str, object]) -> str:
     return ", ".join(f"{k}={values[k]:.4g}" for k in objectives if k in values)
 
 

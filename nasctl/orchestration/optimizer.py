@@ -121,7 +121,7 @@ class AxOptimizer:
                 params.append(
                     ChoiceParameterConfig(
                         name=name,
-                        values=list(p.values),
+                        values=list(p.values),  # type: ignore[arg-type] # one type, checked by the spec
                         parameter_type=p.value_type,  # type: ignore[arg-type]
                         is_ordered=p.ordered,
                     )

@@ -15,6 +15,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def build_model(args: argparse.Namespace) -> "torch.nn.Module":  # noqa: F821
+def build_model(args: argparse.Namespace) -> torch.nn.Module:
     import torch.nn as nn
 
     act = {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh}[args.activation]
