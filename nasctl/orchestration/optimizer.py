@@ -19,12 +19,23 @@ import re
 import subprocess
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nasctl.spec import ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
 from nasctl.types import ParamValue
+
+
+@dataclass(frozen=True)
+class RestoredTrial:
+    """What the optimizer needs of a stored trial to rebuild its state."""
+
+    index: int
+    parameters: Mapping[str, ParamValue]
+    status: str
+    method: str
+    values: Mapping[str, float]
 
 
 @dataclass(frozen=True)
@@ -167,6 +178,30 @@ class AxOptimizer:
         """Add a trial proposed earlier (on resume); it stays pending until completed/failed."""
         tunable = {k: v for k, v in parameters.items() if k in self.spec.tunable}
         return self.client.attach_trial(parameters=tunable)
+
+    def restore(self, trials: Sequence[RestoredTrial]) -> None:
+        """Rebuild the engine from the store (call before anything else).
+
+        Every trial is attached in index order with its outcome; CANDIDATE and
+        RUNNING ones stay pending. The quasi-random generator is fast-forwarded
+        past the points already drawn, so the resumed run proposes exactly what
+        an uninterrupted run would have proposed next, never the same points again.
+        """
+        sobol_drawn = sum(1 for t in trials if t.method == "Sobol")
+        for node in self.client._generation_strategy._nodes:  # noqa: SLF001 - no public hook
+            for gspec in node.generator_specs:
+                if gspec.generator_enum.value == "Sobol":
+                    gspec.generator_kwargs = {**(gspec.generator_kwargs or {}), "init_position": sobol_drawn}
+        for t in sorted(trials, key=lambda t: t.index):
+            index = self.attach(t.parameters)
+            if index != t.index:
+                raise RuntimeError(f"rebuilt optimizer gave index {index} to stored trial {t.index}")
+            if t.status == "COMPLETED":
+                self.complete(t.index, t.values)
+            elif t.status == "FAILED":
+                self.fail(t.index, "failed before resume")
+            elif t.status in ("ABANDONED", "EARLY_STOPPED"):
+                self.abandon(t.index)
 
     # --- proposing ----------------------------------------------------------
     def generate(self, n: int) -> list[Candidate]:

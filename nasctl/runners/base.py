@@ -80,6 +80,10 @@ class Runner(abc.ABC):
       UNKNOWN), and is side-effect free.
     - `cancel` is idempotent: cancelling a finished job is not an error.
     - `log_tail` returns the last lines of the job's output ("" if none).
+    - `find` returns the job already launched for a request (same deterministic
+      name / trial directory), or None. It lets a restarted orchestrator tell
+      "recorded but never submitted" from "submitted but not yet recorded".
+    - All of the above work in a process that did not submit the job.
     """
 
     scheduler: str
@@ -98,6 +102,9 @@ class Runner(abc.ABC):
 
     @abc.abstractmethod
     def log_tail(self, job: SubmittedJob, lines: int = 40) -> str: ...
+
+    @abc.abstractmethod
+    def find(self, request: JobRequest) -> SubmittedJob | None: ...
 
     def close(self) -> None:
         """Release clients. Jobs keep running."""

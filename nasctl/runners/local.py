@@ -1,40 +1,35 @@
-"""Local processes through TorchX's `local_cwd` scheduler.
+"""Local processes through TorchX's `local_cwd` scheduler, re-attachable after a restart.
 
-Each trial is a TorchX AppDef with one role, launched with the torchx Runner
-API. TorchX starts each replica in its own process session, so trials keep
-running if the orchestrator dies. Job output goes to the trial's directory
-(`<trial_dir>/job/...`), never to a temporary directory, and the paths are
-stored in the runner metadata so a fresh process can read them.
+Each trial is a TorchX AppDef with one role whose entrypoint is
+`nasctl.runners.launcher` wrapping the training command. TorchX starts it in
+its own process session, so trials keep running if the orchestrator dies.
+TorchX keeps its job table in memory only; the launcher keeps the job's state
+in `<trial_dir>/job/` (claim, pid and start time, exit status), and this runner
+answers status, cancel, logs and find from those files. Any process that can
+read the trial directory can therefore poll or cancel the job. Job output goes
+to the trial's directory, never to a temporary directory.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nasctl.errors import RunnerError, SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
+from nasctl.runners.launcher import CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, read_json
 
 ROLE = "trial"
 _ALLOWED_CFG = {"prepend_cwd", "auto_set_cuda_visible_devices"}
-
-_STATE_MAP = {
-    "UNSUBMITTED": JobState.PENDING,
-    "SUBMITTED": JobState.PENDING,
-    "PENDING": JobState.PENDING,
-    "RUNNING": JobState.RUNNING,
-    "SUCCEEDED": JobState.SUCCEEDED,
-    "FAILED": JobState.FAILED,
-    "CANCELLED": JobState.CANCELLED,
-    "UNKNOWN": JobState.UNKNOWN,
-}
+START_GRACE_SECONDS = 120.0  # a submitted job that has not written launch.json by then never started
 
 
-def to_appdef(request: JobRequest, image: str) -> Any:
+def to_appdef(request: JobRequest, image: str, entrypoint: str, args: list[str]) -> Any:
     """The TorchX AppDef for one trial (shared by every TorchX-backed runner)."""
     from torchx import specs
 
@@ -44,13 +39,32 @@ def to_appdef(request: JobRequest, image: str) -> Any:
             specs.Role(
                 name=ROLE,
                 image=image,
-                entrypoint=request.entrypoint,
-                args=list(request.args),
+                entrypoint=entrypoint,
+                args=args,
                 env=dict(request.env),
                 resource=specs.Resource(cpu=request.cpu, gpu=request.gpu, memMB=request.mem_mb),
             )
         ],
     )
+
+
+def state_dir(request: JobRequest) -> str:
+    return os.path.join(request.trial_dir, "job")
+
+
+def _alive(pid: Any, create_time: Any) -> bool:
+    """Is `pid` still the process that started at `create_time`? (pids get reused)"""
+    import psutil
+
+    if not isinstance(pid, int):
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(proc.create_time() - float(create_time)) < 0.05
+    except psutil.Error:
+        return False
 
 
 class LocalRunner(Runner):
@@ -94,7 +108,10 @@ class LocalRunner(Runner):
 
     def _dryrun_info(self, request: JobRequest) -> Any:
         cfg = {**self.cfg, "log_dir": os.path.join(request.trial_dir, "job")}
-        return self.torchx.dryrun(to_appdef(request, image=os.getcwd()), self.scheduler, cfg=cfg)
+        args = ["-m", "nasctl.runners.launcher", "--state-dir", state_dir(request), "--",
+                request.entrypoint, *request.args]
+        app = to_appdef(request, image=os.getcwd(), entrypoint=sys.executable, args=args)
+        return self.torchx.dryrun(app, self.scheduler, cfg=cfg)
 
     def dryrun(self, request: JobRequest) -> str:
         return str(self._dryrun_info(request))
@@ -110,38 +127,113 @@ class LocalRunner(Runner):
             handle=handle,
             metadata={
                 "app_id": info.request.app_id,
+                "state_dir": state_dir(request),
                 "stdout": os.path.join(replica_dir, "stdout.log"),
                 "stderr": os.path.join(replica_dir, "stderr.log"),
+                "submitted": time.time(),
             },
         )
 
+    def find(self, request: JobRequest) -> SubmittedJob | None:
+        sdir = state_dir(request)
+        launch = read_json(os.path.join(sdir, LAUNCH))
+        if launch is None and not os.path.exists(os.path.join(sdir, CLAIM)):
+            return None
+        launch = launch or {}
+        handle = launch.get("torchx_job_id") or f"{self.scheduler}://torchx/{request.name}-reattached"
+        return SubmittedJob(
+            handle=str(handle),
+            metadata={
+                "state_dir": sdir,
+                "stdout": launch.get("stdout"),
+                "stderr": launch.get("stderr"),
+                "submitted": launch.get("started", time.time()),
+                "reattached": True,
+            },
+        )
+
+    def _reap(self, job: SubmittedJob) -> JobStatus | None:
+        """TorchX's own view of a job this process launched (asking also reaps the
+        finished process). None for jobs launched by another process."""
+        if self._runner is None:
+            return None
+        try:
+            st = self._runner.status(job.handle)
+        except Exception:
+            return None
+        if st is None:
+            return None
+        if not st.is_terminal():
+            return JobStatus(JobState.RUNNING)
+        mapped = {"SUCCEEDED": JobState.SUCCEEDED, "CANCELLED": JobState.CANCELLED}.get(st.state.name, JobState.FAILED)
+        return JobStatus(mapped, st.msg or None)
+
+    def _one_status(self, job: SubmittedJob) -> JobStatus:
+        sdir = job.metadata.get("state_dir")
+        if not sdir:
+            return JobStatus(JobState.UNKNOWN, "no state directory recorded for this job")
+        known = self._reap(job)
+        done = read_json(os.path.join(sdir, EXIT))
+        if done is not None:
+            rc = done.get("returncode")
+            if done.get("cancelled"):
+                return JobStatus(JobState.CANCELLED, f"cancelled ({done.get('signal')})", rc)
+            if rc == 0:
+                return JobStatus(JobState.SUCCEEDED, None, 0)
+            why = f"killed by {done['signal']}" if done.get("signal") else f"exit code {rc}"
+            return JobStatus(JobState.FAILED, why, rc)
+        launch = read_json(os.path.join(sdir, LAUNCH))
+        if launch is not None:
+            if _alive(launch.get("pid"), launch.get("create_time")):
+                return JobStatus(JobState.RUNNING)
+            if _alive(launch.get("child_pid"), launch.get("child_create_time")):
+                return JobStatus(JobState.RUNNING, "launcher gone, training process still running")
+            # exit.json may land between the two reads above
+            if read_json(os.path.join(sdir, EXIT)) is not None:
+                return self._one_status(job)
+            return JobStatus(JobState.FAILED, "the trial's processes ended without recording an exit status "
+                                              "(killed with SIGKILL, or the machine restarted)")
+        age = time.time() - float(job.metadata.get("submitted") or 0)
+        if known is not None:
+            if known.state == JobState.RUNNING:
+                return JobStatus(JobState.PENDING)
+            # ended before the launcher recorded anything (cancelled early, or python failed to start)
+            return JobStatus(known.state if known.state != JobState.SUCCEEDED else JobState.FAILED,
+                             known.message or "the job ended before the trial started")
+        if age < START_GRACE_SECONDS:
+            return JobStatus(JobState.PENDING)
+        return JobStatus(JobState.FAILED, f"the job never started within {START_GRACE_SECONDS:.0f}s of submission")
+
     def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
-        out: dict[str, JobStatus] = {}
-        for job in jobs:
-            try:
-                st = self.torchx.status(job.handle)
-            except Exception as e:  # an unknown or malformed handle
-                out[job.handle] = JobStatus(JobState.UNKNOWN, f"status query failed: {e}")
-                continue
-            if st is None:
-                out[job.handle] = JobStatus(JobState.UNKNOWN, "this process did not launch the job")
-                continue
-            msg = st.msg or None
-            out[job.handle] = JobStatus(_STATE_MAP.get(st.state.name, JobState.UNKNOWN), msg)
-        return out
+        return {job.handle: self._one_status(job) for job in jobs}
 
     def cancel(self, job: SubmittedJob) -> None:
+        sdir = job.metadata.get("state_dir")
+        launch = read_json(os.path.join(sdir, LAUNCH)) if sdir else None
         try:
-            self.torchx.cancel(job.handle)
-        except Exception as e:
+            if launch and _alive(launch.get("pid"), launch.get("create_time")):
+                # the launcher leads its own session: signal the whole group
+                os.killpg(int(launch["pid"]), signal.SIGTERM)
+            elif launch and _alive(launch.get("child_pid"), launch.get("child_create_time")):
+                os.kill(int(launch["child_pid"]), signal.SIGTERM)
+            elif self._runner is not None and self._reap(job) is not None:
+                self._runner.cancel(job.handle)
+        except ProcessLookupError:
+            pass  # already gone
+        except (OSError, RuntimeError) as e:
             raise RunnerError(f"could not cancel {job.handle}: {e}") from e
 
     def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
+        sdir = job.metadata.get("state_dir")
+        launch = (read_json(os.path.join(sdir, LAUNCH)) if sdir else None) or {}
         parts = []
+        seen = set()
         for stream in ("stderr", "stdout"):
-            path = job.metadata.get(stream)
-            if not path:
+            # the launch that ran the trial (it may not be the last one submitted)
+            path = launch.get(stream) or job.metadata.get(stream)
+            if not path or path in seen or not os.path.isfile(path):
                 continue
+            seen.add(path)
             text = tail_file(path, lines)
             if text.strip():
                 parts.append(text)
@@ -149,13 +241,12 @@ class LocalRunner(Runner):
 
     def close(self) -> None:
         # TorchX's close() terminates local jobs still running; they are ours to
-        # keep, so only drop the reference.
+        # keep (a later `nasctl resume` re-attaches them), so only drop the reference.
         self._runner = None
-
-
-def find_job_logs(trial_dir: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(trial_dir, "job", "**", "*.log"), recursive=True))
 
 
 def create_runner(cfg: Mapping[str, Any] | None = None) -> LocalRunner:
     return LocalRunner(cfg)
+
+
+__all__ = ["LocalRunner", "create_runner", "DUPLICATE_EXIT"]

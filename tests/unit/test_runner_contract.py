@@ -98,3 +98,36 @@ def test_unknown_scheduler_names_the_choices() -> None:
     with pytest.raises(UnknownRunnerError) as ei:
         get_runner("mesos")
     assert ei.value.exit_code == 2
+
+
+def test_another_process_can_poll_and_cancel(runner: Runner, make_request: Callable[[str, str], JobRequest],
+                                             tmp_path: Path) -> None:
+    req = make_request("detached", "import time; print('working', flush=True); time.sleep(120)")
+    job = runner.submit(req)
+    fresh = get_runner(runner.scheduler, {})  # what a restarted orchestrator holds: only handle + metadata
+    stored = SubmittedJob(**json.loads(json.dumps({"handle": job.handle, "metadata": job.metadata})))
+    deadline = time.monotonic() + 30
+    while fresh.status([stored])[stored.handle].state != JobState.RUNNING:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    while "working" not in fresh.log_tail(stored):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    fresh.cancel(stored)
+    assert wait_terminal(fresh, stored) == JobState.CANCELLED
+    assert wait_terminal(runner, job) == JobState.CANCELLED
+
+
+def test_find_and_no_double_launch(runner: Runner, make_request: Callable[[str, str], JobRequest],
+                                   tmp_path: Path) -> None:
+    marker = tmp_path / "ran.txt"
+    req = make_request("once", f"open({str(marker)!r}, 'a').write('ran\\n')")
+    assert runner.find(req) is None
+    first = runner.submit(req)
+    second = runner.submit(req)  # e.g. a restarted orchestrator that did not see the first submission
+    assert wait_terminal(runner, first) == JobState.SUCCEEDED
+    assert wait_terminal(runner, second) == JobState.SUCCEEDED  # both report the one real run
+    assert marker.read_text() == "ran\n"
+    found = runner.find(req)
+    assert found is not None and found.handle in (first.handle, second.handle)  # whichever claimed it
+    assert runner.status([found])[found.handle].state == JobState.SUCCEEDED

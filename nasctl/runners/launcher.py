@@ -1,0 +1,133 @@
+"""Wrapper that makes a local trial re-attachable from files alone.
+
+TorchX's local scheduler keeps its job table in the orchestrator's memory, so a
+restarted orchestrator could neither poll nor cancel jobs it did not launch.
+Each local trial therefore runs as
+
+    python -m nasctl.runners.launcher --state-dir TRIAL_DIR/job -- COMMAND...
+
+and this wrapper, launched by TorchX, keeps the job's state on disk:
+
+- `claim`: created with O_EXCL before anything runs. If it already exists the
+  trial was launched before (say the orchestrator died between submitting and
+  recording the job), and this launch exits at once with code 75 (EX_TEMPFAIL)
+  without running anything: a trial is never trained twice.
+- `launch.json`: the launcher's and the training process's pid and start time,
+  the TorchX job id, and where stdout/stderr go.
+- `exit.json`: the training process's exit status, written when it ends
+  (a SIGTERM/SIGINT to the launcher is forwarded and recorded as a cancellation).
+
+Only the standard library and psutil are imported, so the wrapper costs
+milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+DUPLICATE_EXIT = 75
+CLAIM, LAUNCH, EXIT = "claim", "launch.json", "exit.json"
+
+
+def write_json_atomic(path: str, data: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _fd_target(fd: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+
+
+def _create_time(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="nasctl.runners.launcher")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        p.error("no command given after --")
+    os.makedirs(args.state_dir, exist_ok=True)
+    try:
+        fd = os.open(os.path.join(args.state_dir, CLAIM), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        print(f"trial already launched (found {os.path.join(args.state_dir, CLAIM)}); not running it twice",
+              file=sys.stderr, flush=True)
+        return DUPLICATE_EXIT
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+
+    info: dict[str, Any] = {
+        "pid": os.getpid(),
+        "create_time": _create_time(os.getpid()),
+        "torchx_job_id": os.environ.get("TORCHX_JOB_ID"),
+        "stdout": _fd_target(1),
+        "stderr": _fd_target(2),
+        "started": time.time(),
+        "command": cmd,
+    }
+    launch_path = os.path.join(args.state_dir, LAUNCH)
+    write_json_atomic(launch_path, info)
+
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    child = subprocess.Popen(cmd)
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    info.update(child_pid=child.pid, child_create_time=_create_time(child.pid))
+    write_json_atomic(launch_path, info)
+
+    while True:
+        try:
+            rc = child.wait()
+            break
+        except InterruptedError:  # pragma: no cover - wait() retries EINTR itself on 3.5+
+            continue
+    result: dict[str, Any] = {"returncode": rc, "ended": time.time()}
+    if rc < 0:
+        result["signal"] = signal.Signals(-rc).name
+    if received:
+        result["cancelled"] = True
+        result["signal"] = signal.Signals(received[0]).name
+    write_json_atomic(os.path.join(args.state_dir, EXIT), result)
+    return rc if rc >= 0 else 128 - rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
