@@ -88,3 +88,4 @@ class EventRecord:
     kind: str
     message: str
     trial_index: int | None = None
+    data: dict[str, Any] | None = None

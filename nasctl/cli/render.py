@@ -185,6 +185,22 @@ def dryrun_panel(plan: dict[str, Any]) -> None:
     console.print(Text(plan["request"]))
 
 
+def resume_plan(plan: dict[str, Any]) -> None:
+    console.print(
+        Panel(
+            "\n".join([
+                f"status              {plan['status']}",
+                f"re-attach running   {plan['reattach_running'] or '-'}",
+                f"submit recorded     {plan['recorded_candidates'] or '-'}",
+                f"finished            {plan['finished']}",
+                f"new trials          {plan['new_trials_to_propose']} (budget {plan['max_trials']})",
+            ]),
+            title=f"resume {escape(plan['experiment'])}: dry run, nothing was started",
+            expand=False,
+        )
+    )
+
+
 def summary_dict(s: Any) -> dict[str, Any]:
     gen = sorted(s.generation_seconds)
     return {
@@ -197,6 +213,8 @@ def summary_dict(s: Any) -> dict[str, Any]:
         "elapsed_s": round(s.elapsed, 2),
         "generation_s_median": gen[len(gen) // 2] if gen else None,
         "generation_s_max": gen[-1] if gen else None,
+        "reattached": s.reattached,
+        "left_running": s.left_running,
     }
 
 
@@ -207,6 +225,9 @@ def run_report(s: Any, view: dict[str, Any], db: str) -> None:
         + (f": {escape(s.reason)}" if s.reason else "")
         + f" in {s.elapsed:.0f}s ({_counts(s.counts)})"
     )
+    if s.left_running:
+        console.print(f"{s.left_running} trials are still running; `nasctl resume {escape(s.experiment)}` "
+                      "re-attaches them (`nasctl stop --cancel` cancels them)")
     pareto_table(view)
     console.print(f"database: {escape(db)}  (see `nasctl status {escape(s.experiment)}`, "
                   f"`nasctl trials {escape(s.experiment)}`)")

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from nasctl.orchestration import failpoints
 from nasctl.orchestration.optimizer import Candidate
 
 
@@ -139,6 +140,7 @@ class CandidateGenerator:
                 elif kind == "attach":
                     opt.attach(*args)
                 elif kind == "generate":
+                    failpoints.hit("during_generation")
                     t0 = time.perf_counter()
                     cands = opt.generate(*args)
                     self._outbox.put(Proposal(cands, time.perf_counter() - t0))

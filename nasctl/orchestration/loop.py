@@ -1,12 +1,18 @@
 """The scheduler loop: propose -> record -> submit -> poll -> collect -> learn.
 
 Write-ahead: a proposal is recorded as a CANDIDATE trial before it is
-submitted, and its job handle right after submission. Job names are
-deterministic (`<experiment>-<index>`). Candidate generation runs on the
-generator's worker thread, so this loop keeps polling and dispatching while
-the model fits. Trial failures (non-zero exit, missing or NaN metric, corrupt
-log, timeout) make the trial FAILED with its reason and log tail; the
-experiment ends FAILED once `budget.max_failures` is exceeded.
+submitted, and its job handle right after submission. Job names and trial
+directories are deterministic (`<experiment>-<index>`), so a restarted loop
+can tell "recorded but never submitted" from "submitted but not recorded"
+(`Runner.find`). Everything the loop knows is in the store, so `run` on an
+experiment that already has trials resumes it: finished trials are kept,
+running ones re-attached, recorded candidates submitted (once).
+
+Candidate generation runs on the generator's worker thread, so this loop keeps
+polling and dispatching while the model fits. Trial failures (non-zero exit,
+missing or NaN metric, corrupt log, timeout) make the trial FAILED with its
+reason and log tail; the experiment ends FAILED once `budget.max_failures` is
+exceeded.
 """
 
 from __future__ import annotations
@@ -22,10 +28,12 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timezone
 
 from nasctl.errors import MetricsError, RunnerError
 from nasctl.metrics import MetricSummary
 from nasctl.metrics.tensorboard import TensorBoardReader
+from nasctl.orchestration import failpoints
 from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.pareto import compute_front
 from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
@@ -35,11 +43,33 @@ from nasctl.store import Store
 from nasctl.types import ExperimentRecord, ExperimentStatus, ParamValue, TrialRecord, TrialStatus
 
 LOG_TAIL_LINES = 40
-LEASE_STALE_SECONDS = 60.0
+LEASE_STALE_SECONDS = 30.0
+HEARTBEAT_SECONDS = 5.0
+REQUEST_POLL_SECONDS = 1.0
+STOP_REQUESTED = "stop_requested"  # event data: {"cancel": bool}
+CANCEL_REQUESTED = "cancel_requested"  # event trial_index: the trial to cancel
 
 
 def owner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process as a lease owner: host, pid and process start time (pids are reused)."""
+    import psutil
+
+    return f"{socket.gethostname()}:{os.getpid()}:{psutil.Process().create_time():.3f}"
+
+
+def owner_alive(owner: str) -> bool | None:
+    """True/False for an owner on this host; None when it cannot be checked from here."""
+    import psutil
+
+    host, _, rest = owner.partition(":")
+    pid_s, _, created = rest.partition(":")
+    if host != socket.gethostname() or not pid_s.isdigit():
+        return None
+    try:
+        proc = psutil.Process(int(pid_s))
+        return proc.status() != psutil.STATUS_ZOMBIE and (not created or abs(proc.create_time() - float(created)) < 0.01)
+    except (psutil.Error, ValueError):
+        return False
 
 
 def job_name(experiment: str, index: int) -> str:
@@ -84,7 +114,7 @@ class _Running:
     job: SubmittedJob
     reader: TensorBoardReader
     summary: MetricSummary
-    started: float
+    started: float  # epoch seconds, from the store, so timeouts survive restarts
     unknown_polls: int = 0
 
 
@@ -116,17 +146,35 @@ class RunSummary:
     front: list[int]
     elapsed: float
     generation_seconds: list[float]
+    reattached: int = 0
+    left_running: int = 0
+
+
+class _Stop(Exception):
+    """Leave the loop: `cancel` cancels running trials, otherwise they are left to a later resume."""
+
+    def __init__(self, reason: str, cancel: bool) -> None:
+        super().__init__(reason)
+        self.reason, self.cancel = reason, cancel
+
+
+def _epoch(t: TrialRecord) -> float:
+    ts = t.started_at or t.created_at
+    return ts.replace(tzinfo=timezone.utc).timestamp()
 
 
 class Orchestrator:
     """Drives one experiment until its budget is spent, it fails, or it is stopped.
 
+    Resumes from whatever the store holds for the experiment (nothing, for a new one).
+
     Args:
         store: the database (source of truth).
-        experiment: the experiment record (already created).
+        experiment: the experiment record.
         spec: its spec.
         runner: where trials run.
-        generator: proposes candidates on its own thread (not yet started).
+        generator: proposes candidates on its own thread (not yet started); for a
+            resumed experiment its optimizer must be restored from the same trials.
         poll_interval: seconds between polls when nothing happens.
         metrics_interval: seconds between incremental reads of running trials' logs.
         on_progress: called with a `Progress` snapshot after every tick.
@@ -162,23 +210,40 @@ class Orchestrator:
         self._hv = 0.0
         self._gen_times: list[float] = []
         self._messages: deque[str] = deque(maxlen=6)
-        self._stop_requested = threading.Event()
-        self._stop_reason: str | None = None
+        self._stop: _Stop | None = None
+        self._stop_lock = threading.Lock()
+        self._last_event_id = 0
+        self._reattached = 0
         self._t0 = time.monotonic()
 
     # --- public ----------------------------------------------------------------
-    def request_stop(self, reason: str = "stopped by user") -> None:
-        self._stop_reason = reason
-        self._stop_requested.set()
+    def request_stop(self, reason: str = "stopped by user", cancel: bool = False) -> None:
+        """Stop at the next loop step (safe from signal handlers and other threads)."""
+        with self._stop_lock:
+            if self._stop is None or (cancel and not self._stop.cancel):
+                self._stop = _Stop(reason, cancel)
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop is not None
 
     def run(self) -> RunSummary:
-        self.store.acquire_lease(self.exp.id, self.owner, LEASE_STALE_SECONDS)
+        self.store.acquire_lease(self.exp.id, self.owner, LEASE_STALE_SECONDS, owner_alive)
+        events = self.store.events(self.exp.id, after_id=0, limit=1, newest=True)
+        self._last_event_id = events[0].id if events else 0
+        self.store.set_experiment_status(self.exp.id, ExperimentStatus.RUNNING)
+        self._load_existing()
         self.gen.start()
         status, reason = ExperimentStatus.COMPLETED, None
-        last_metrics = last_beat = 0.0
+        last_metrics = last_beat = last_requests = 0.0
         try:
             while True:
                 now = time.monotonic()
+                if now - last_requests >= REQUEST_POLL_SECONDS:
+                    self._check_requests()
+                    last_requests = now
+                if self._stop is not None:
+                    raise self._stop
                 self._collect_proposals()
                 changed = self._poll_jobs()
                 if now - last_metrics >= self.metrics_interval:
@@ -186,23 +251,19 @@ class Orchestrator:
                     last_metrics = now
                 self._enforce_timeouts()
                 failures = self._counts[TrialStatus.FAILED.value]
-                too_many = failures > self.spec.budget.max_failures
-                if too_many and reason is None:
+                if failures > self.spec.budget.max_failures and reason is None:
                     status = ExperimentStatus.FAILED
                     reason = (
                         f"{failures} trials failed, more than budget.max_failures={self.spec.budget.max_failures}; "
-                        "see `nasctl trials NAME --status FAILED`"
+                        f"see `nasctl trials {self.exp.name} --status FAILED`"
                     )
                     self._note(reason)
-                if self._stop_requested.is_set():
-                    status, reason = ExperimentStatus.STOPPED, self._stop_reason
-                    self._abandon_all("experiment stopped")
-                    break
                 if reason is None:
                     self._dispatch()
                     self._maybe_request()
-                if now - last_beat >= 5.0:
-                    self.store.heartbeat(self.exp.id, self.owner)
+                if now - last_beat >= HEARTBEAT_SECONDS:
+                    if not self.store.heartbeat(self.exp.id, self.owner):
+                        raise _Stop("another orchestrator took over this experiment's lease", cancel=False)
                     last_beat = now
                 if changed:
                     self._update_front()
@@ -210,33 +271,101 @@ class Orchestrator:
                 if not self._running and (reason is not None or self._budget_spent()):
                     break
                 time.sleep(self.poll_interval)
-        except KeyboardInterrupt:
-            status, reason = ExperimentStatus.STOPPED, "interrupted (Ctrl-C)"
-            self._abandon_all("orchestrator interrupted")
+            if self._ready:
+                self._abandon_ready(reason or "budget reached")
+        except _Stop as stop:
+            status, reason = ExperimentStatus.STOPPED, stop.reason
+            if stop.cancel:
+                self._cancel_running("cancelled by `nasctl stop --cancel`")
+                self._abandon_ready("experiment stopped")
+        except KeyboardInterrupt:  # a second Ctrl-C: leave at once, trials stay re-attachable
+            status, reason = ExperimentStatus.STOPPED, "interrupted (Ctrl-C twice)"
         except GeneratorFailed as e:
             status, reason = ExperimentStatus.FAILED, str(e)
             self.store.add_event(self.exp.id, "error", str(e), data={"traceback": e.details})
-            self._abandon_all("optimizer failed")
+            self._cancel_running("optimizer failed")
+            self._abandon_ready("optimizer failed")
         except Exception as e:  # the loop's catch-all: record, clean up, re-raise
             status, reason = ExperimentStatus.FAILED, f"orchestrator error: {type(e).__name__}: {e}"
-            self.store.add_event(self.exp.id, "error", reason, data={"traceback": traceback.format_exc()})
-            self._abandon_all("orchestrator error")
+            try:
+                self.store.add_event(self.exp.id, "error", reason, data={"traceback": traceback.format_exc()})
+            finally:
+                self._close(status, reason)
             raise
-        finally:
-            if self._ready:
-                self._abandon_all(reason or "budget reached")
-            self.gen.stop()
+        self._close(status, reason)
+        return RunSummary(
+            self.exp.name, status, reason, dict(self._counts), self._hv, list(self._front),
+            time.monotonic() - self._t0, list(self._gen_times), self._reattached, len(self._running),
+        )
+
+    def _close(self, status: ExperimentStatus, reason: str | None) -> None:
+        self.gen.stop()
+        if self._running:
+            self._note(f"{len(self._running)} trials left running; `nasctl resume {self.exp.name}` re-attaches them")
+        try:
             self.store.set_experiment_status(self.exp.id, status, reason)
             self.store.release_lease(self.exp.id, self.owner)
+        finally:
             self._update_front()
             self._emit(done=True)
             self.runner.close()
-        return RunSummary(
-            self.exp.name, status, reason, dict(self._counts), self._hv, list(self._front),
-            time.monotonic() - self._t0, list(self._gen_times),
+
+    # --- resume --------------------------------------------------------------------
+    def _load_existing(self) -> None:
+        for t in self.store.list_trials(self.exp.id):
+            self._created += 1
+            if t.status.is_terminal:
+                self._counts[t.status.value] += 1
+                if t.status == TrialStatus.COMPLETED:
+                    self._completed.append((t.index, dict(t.values)))
+            elif t.status == TrialStatus.RUNNING:
+                self._attach_running(t, SubmittedJob(t.job_handle or "", dict(t.runner_metadata)))
+            else:  # CANDIDATE: submitted before a crash, or not?
+                request = build_request(self.spec, self.exp.name, self.exp.work_dir, t.index, t.parameters)
+                found = self.runner.find(request)
+                if found is not None:
+                    t = self.store.mark_trial_running(t.id, found.handle, self.runner.scheduler, found.metadata)
+                    self._attach_running(t, found)
+                    self._note(f"trial {t.index} was submitted before a crash: re-attached to {found.handle}")
+                else:
+                    self._counts[TrialStatus.CANDIDATE.value] += 1
+                    self._ready.append(t)
+        self._update_front()
+        if self._created:
+            self.store.add_event(
+                self.exp.id, "resumed",
+                f"resumed with {self._created} trials: {self._reattached} re-attached, "
+                f"{len(self._ready)} recorded candidates to submit",
+            )
+
+    def _attach_running(self, t: TrialRecord, job: SubmittedJob) -> None:
+        state = self.store.reader_state(t.id)
+        tb = os.path.join(t.log_dir or trial_dir(self.exp.work_dir, t.index), "tb")
+        self._running[t.index] = _Running(
+            t, job, TensorBoardReader(tb, state), MetricSummary(state.get("summary")), _epoch(t)
         )
+        self._counts[TrialStatus.RUNNING.value] += 1
+        self._reattached += 1
 
     # --- steps -------------------------------------------------------------------
+    def _check_requests(self) -> None:
+        """Stop/cancel requests recorded in the store by `nasctl stop` or the dashboard."""
+        for ev in self.store.events(self.exp.id, after_id=self._last_event_id, kinds=(STOP_REQUESTED, CANCEL_REQUESTED)):
+            self._last_event_id = max(self._last_event_id, ev.id)
+            if ev.kind == STOP_REQUESTED:
+                cancel = bool((ev.data or {}).get("cancel"))
+                self.request_stop("stopped by `nasctl stop`" + (" --cancel" if cancel else ""), cancel)
+            elif ev.trial_index is not None and ev.trial_index in self._running:
+                run = self._running[ev.trial_index]
+                self._cancel_quietly(run)
+                self._end_running(ev.trial_index, TrialStatus.ABANDONED, "cancelled on request")
+            elif ev.trial_index is not None:
+                for rec in list(self._ready):
+                    if rec.index == ev.trial_index:
+                        self._ready.remove(rec)
+                        self._counts[TrialStatus.CANDIDATE.value] -= 1
+                        self._finish(rec, TrialStatus.ABANDONED, reason="cancelled on request")
+
     def _budget_spent(self) -> bool:
         return self._created >= self.spec.budget.max_trials and not self._ready and self.gen.pending_request is None
 
@@ -253,6 +382,7 @@ class Orchestrator:
             rec = self.store.add_trial(
                 self.exp.id, cand.index, cand.parameters, cand.method, job_name(self.exp.name, cand.index), tdir
             )
+            failpoints.hit("after_record_candidate")
             self._created += 1
             self._counts[TrialStatus.CANDIDATE.value] += 1
             self._ready.append(rec)
@@ -283,10 +413,12 @@ class Orchestrator:
             except RunnerError as e:
                 self._finish(rec, TrialStatus.FAILED, reason=f"submission failed: {e}")
                 continue
+            failpoints.hit("after_submit")
             rec = self.store.mark_trial_running(rec.id, job.handle, self.runner.scheduler, job.metadata)
+            failpoints.hit("after_record_running")
             self._counts[TrialStatus.RUNNING.value] += 1
             tb = request.env["NASCTL_LOG_DIR"]
-            self._running[rec.index] = _Running(rec, job, TensorBoardReader(tb), MetricSummary(), time.monotonic())
+            self._running[rec.index] = _Running(rec, job, TensorBoardReader(tb), MetricSummary(), _epoch(rec))
 
     def _poll_jobs(self) -> bool:
         if not self._running:
@@ -310,7 +442,7 @@ class Orchestrator:
             else:
                 msg = (st.message or "").strip().splitlines()
                 detail = f": {msg[-1]}" if msg else ""
-                self._end_running(index, TrialStatus.FAILED, f"job failed (non-zero exit){detail}")
+                self._end_running(index, TrialStatus.FAILED, f"job failed{detail}")
         return changed
 
     def _read_running_metrics(self) -> None:
@@ -332,7 +464,7 @@ class Orchestrator:
         limit = self.spec.budget.trial_timeout
         if limit is None:
             return
-        now = time.monotonic()
+        now = time.time()
         for index, run in list(self._running.items()):
             if now - run.started > limit:
                 self._cancel_quietly(run)
@@ -379,6 +511,7 @@ class Orchestrator:
     def _finish(self, rec: TrialRecord, status: TrialStatus, *, reason: str | None = None,
                 values: dict[str, float] | None = None, log_tail: str | None = None) -> None:
         self.store.finish_trial(rec.id, status, values, reason, log_tail)
+        failpoints.hit("after_finish_trial")
         self._counts[status.value] += 1
         if status == TrialStatus.COMPLETED:
             assert values is not None
@@ -397,10 +530,12 @@ class Orchestrator:
         except RunnerError as e:
             self.store.add_event(self.exp.id, "warning", str(e), trial_index=run.trial.index)
 
-    def _abandon_all(self, why: str) -> None:
+    def _cancel_running(self, why: str) -> None:
         for index, run in list(self._running.items()):
             self._cancel_quietly(run)
             self._end_running(index, TrialStatus.ABANDONED, why)
+
+    def _abandon_ready(self, why: str) -> None:
         while self._ready:
             rec = self._ready.popleft()
             self._counts[TrialStatus.CANDIDATE.value] -= 1
@@ -440,10 +575,10 @@ def _fmt_values(values: Mapping[str, float], objectives: Mapping[str, object]) -
 
 
 def install_signal_handlers(orch: Orchestrator) -> None:
-    """The first Ctrl-C or SIGTERM asks the loop to stop at its next step (running
-    trials are cancelled and recorded as ABANDONED); a second Ctrl-C interrupts at once."""
+    """Ctrl-C or SIGTERM stops the loop at its next step and leaves running trials
+    running, recorded, for `nasctl resume` to re-attach; a second Ctrl-C leaves at once."""
     def _handler(signum: int, _frame: object) -> None:
-        if orch._stop_requested.is_set() and signum == signal.SIGINT:
+        if orch.stop_requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         orch.request_stop(f"stopped by {name}")

@@ -13,15 +13,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from datetime import datetime, timezone
 from typing import Any
 
-from nasctl.errors import BadInputError
+from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError
 from nasctl.pareto import compute_front
 from nasctl.runners import get_runner
 from nasctl.search_spaces import get_search_space
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store
-from nasctl.types import ExperimentRecord, TrialRecord, TrialStatus
+from nasctl.types import ExperimentRecord, ExperimentStatus, TrialRecord, TrialStatus
 
 
 def prepare_orchestrator_process() -> None:
@@ -96,23 +97,123 @@ def start_experiment(
     on_progress: Callable[[Any], None] | None = None,
     poll_interval: float = 0.25,
 ) -> Any:
-    """Create the experiment in the store and drive it to the end. Returns a `RunSummary`."""
-    from nasctl.orchestration.generator import CandidateGenerator
-    from nasctl.orchestration.loop import Orchestrator, install_signal_handlers, owner_id
-    from nasctl.orchestration.optimizer import AxOptimizer, prebuild_extension
+    """Create the experiment in the store and drive it to the end. Returns a `RunSummary`.
+
+    Raises:
+        AlreadyExistsError: an experiment of that name exists (resume it instead).
+    """
+    from nasctl.orchestration.loop import owner_id
 
     check_spec_runnable(spec)
     prepare_orchestrator_process()
-    runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
-    if len(spec.objectives) > 1 and spec.optimizer.method != "sobol" and spec.budget.max_trials > spec.initial_trials:
-        prebuild_extension()
+    try:
+        store.get_experiment(spec.name)
+    except NotFoundError:
+        pass
+    else:
+        raise AlreadyExistsError(
+            f"experiment {spec.name!r} already exists in {store.display_url}",
+            f"continue it with `nasctl resume {spec.name}`, or pass --name to start a new one",
+        )
     work_dir = str(Path(work_root, spec.name).resolve())
     exp = store.create_experiment(spec.name, spec_to_dict(spec), work_dir, owner=owner_id())
     os.makedirs(work_dir, exist_ok=True)
-    gen = CandidateGenerator(lambda: AxOptimizer(spec))
+    return _drive(store, exp, spec, on_progress, poll_interval)
+
+
+def resume_experiment(
+    store: Store,
+    name: str,
+    on_progress: Callable[[Any], None] | None = None,
+    poll_interval: float = 0.25,
+) -> Any:
+    """Continue an experiment from the store alone (after a stop, Ctrl-C or a crash).
+
+    Finished trials are kept, running ones re-attached, recorded candidates
+    submitted once; the optimizer is rebuilt from the stored trials.
+
+    Raises:
+        NotFoundError: no such experiment.
+        LeaseError: another orchestrator is driving it.
+    """
+    exp = store.get_experiment(name)
+    spec = spec_from_dict(exp.spec)
+    check_spec_runnable(spec)
+    prepare_orchestrator_process()
+    return _drive(store, exp, spec, on_progress, poll_interval)
+
+
+def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
+           on_progress: Callable[[Any], None] | None, poll_interval: float) -> Any:
+    from nasctl.orchestration.generator import CandidateGenerator
+    from nasctl.orchestration.loop import Orchestrator, install_signal_handlers
+    from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial, prebuild_extension
+
+    runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
+    existing = store.list_trials(exp.id)
+    if (len(spec.objectives) > 1 and spec.optimizer.method != "sobol"
+            and spec.budget.max_trials > spec.initial_trials):
+        prebuild_extension()
+
+    def make_optimizer() -> AxOptimizer:
+        opt = AxOptimizer(spec)
+        # The loop may re-attach CANDIDATE trials as RUNNING; for the optimizer
+        # both are pending, so the stored statuses are all it needs.
+        opt.restore([RestoredTrial(t.index, t.parameters, t.status.value, t.generation_method, t.values)
+                     for t in existing])
+        return opt
+
+    gen = CandidateGenerator(make_optimizer)
     orch = Orchestrator(store, exp, spec, runner, gen, on_progress=on_progress, poll_interval=poll_interval)
     install_signal_handlers(orch)
     return orch.run()
+
+
+def resume_plan(store: Store, name: str) -> dict[str, Any]:
+    """What `nasctl resume` would do, without doing it."""
+    exp, spec, trials = _load(store, name)
+    by = {s.value: [t.index for t in trials if t.status == s] for s in TrialStatus}
+    return {
+        "experiment": name,
+        "status": exp.status.value,
+        "orchestrator": exp.lease_owner,
+        "reattach_running": by["RUNNING"],
+        "recorded_candidates": by["CANDIDATE"],
+        "finished": len(trials) - len(by["RUNNING"]) - len(by["CANDIDATE"]),
+        "new_trials_to_propose": max(0, spec.budget.max_trials - len(trials)),
+        "max_trials": spec.budget.max_trials,
+    }
+
+
+def request_stop(store: Store, name: str, cancel: bool) -> dict[str, Any]:
+    """Stop an experiment. With a live orchestrator, record a request it acts on
+    within a second; without one, stop it here: with `cancel`, running trials
+    are cancelled and ABANDONED, else they are left for `nasctl resume`."""
+    from nasctl.orchestration.loop import STOP_REQUESTED, owner_alive
+    from nasctl.runners.base import SubmittedJob
+
+    exp = store.get_experiment(name)
+    live = exp.lease_owner is not None and exp.lease_heartbeat is not None and (
+        owner_alive(exp.lease_owner) is not False
+        and (datetime.now(timezone.utc).replace(tzinfo=None) - exp.lease_heartbeat).total_seconds() < 30
+    )
+    if live:
+        store.add_event(exp.id, STOP_REQUESTED, "stop requested" + (" (cancel running trials)" if cancel else ""),
+                        data={"cancel": cancel})
+        return {"experiment": name, "orchestrator": exp.lease_owner, "requested": True, "cancel": cancel}
+    spec = spec_from_dict(exp.spec)
+    cancelled = []
+    if cancel:
+        runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
+        for t in store.list_trials(exp.id, [TrialStatus.RUNNING, TrialStatus.CANDIDATE]):
+            if t.status == TrialStatus.RUNNING:
+                runner.cancel(SubmittedJob(t.job_handle or "", t.runner_metadata))
+            store.finish_trial(t.id, TrialStatus.ABANDONED, failure_reason="cancelled by `nasctl stop --cancel`")
+            cancelled.append(t.index)
+    if exp.status == ExperimentStatus.RUNNING or cancelled:
+        store.set_experiment_status(exp.id, ExperimentStatus.STOPPED, "stopped by `nasctl stop`"
+                                    + (" --cancel" if cancel else "") + " (no orchestrator was running)")
+    return {"experiment": name, "orchestrator": None, "requested": False, "cancel": cancel, "cancelled": cancelled}
 
 
 # --- read back -------------------------------------------------------------------

@@ -240,8 +240,17 @@ class LocalRunner(Runner):
         return "\n".join(parts)
 
     def close(self) -> None:
-        # TorchX's close() terminates local jobs still running; they are ours to
-        # keep (a later `nasctl resume` re-attaches them), so only drop the reference.
+        """Drop the TorchX client, leaving running jobs running.
+
+        TorchX's LocalScheduler kills every app it launched in close() and in
+        __del__. Jobs are ours to keep (a later `nasctl resume` re-attaches
+        them), so its app table is emptied before the scheduler is dropped.
+        """
+        if self._runner is not None:
+            for sched in getattr(self._runner, "_scheduler_instances", {}).values():
+                apps = getattr(sched, "_apps", None)
+                if isinstance(apps, dict):
+                    apps.clear()
         self._runner = None
 
 

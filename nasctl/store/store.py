@@ -6,17 +6,27 @@ Every public method opens a short transaction and returns plain records from
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 import os
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, TypeVar
 
 from sqlalchemy import create_engine, event, func, select, update
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from nasctl.errors import AlreadyExistsError, BadInputError, LeaseError, NotFoundError, StorageError
@@ -32,6 +42,48 @@ from nasctl.types import (
 )
 
 DEFAULT_URL = "sqlite:///nasctl.db"
+RETRY_SECONDS = float(os.environ.get("NASCTL_DB_RETRY_SECONDS", "120"))
+log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _transient(e: BaseException) -> bool:
+    """A lost connection or a busy database: worth retrying."""
+    if isinstance(e, DBAPIError) and e.connection_invalidated:
+        return True
+    if isinstance(e, OperationalError):
+        text = str(e.orig).lower()
+        return any(
+            s in text
+            for s in ("locked", "busy", "connection", "terminat", "server closed", "gone away", "lost", "refused",
+                      "shutting down", "starting up", "recovery")
+        )
+    return False
+
+
+def retrying(fn: F) -> F:
+    """Retry a store operation with exponential backoff while the database is
+    unreachable (restart, dropped connection, lock), for up to RETRY_SECONDS.
+    Each operation is one transaction, so a retry never half-applies it."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
+        delay, deadline = 0.2, time.monotonic() + self.retry_seconds
+        while True:
+            try:
+                return fn(self, *args, **kwargs)
+            except (OperationalError, DBAPIError) as e:
+                if not _transient(e) or time.monotonic() + delay > deadline:
+                    raise StorageError(
+                        f"database {self.display_url} failed: {str(e.orig).strip().splitlines()[0]}",
+                        "check that the database is reachable; nothing was lost, resume with `nasctl resume NAME`",
+                    ) from e
+                log.warning("database unavailable (%s); retrying in %.1fs", str(e.orig).strip()[:80], delay)
+                self.engine.dispose()
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def resolve_url(url: str | None) -> str:
@@ -77,9 +129,11 @@ class Store:
     """
 
     def __init__(
-        self, url: str | None = None, *, create: bool = False, check: bool = True, initialize: bool | None = None
+        self, url: str | None = None, *, create: bool = False, check: bool = True, initialize: bool | None = None,
+        retry_seconds: float | None = None,
     ) -> None:
         initialize = create if initialize is None else initialize
+        self.retry_seconds = RETRY_SECONDS if retry_seconds is None else retry_seconds
         self.url = resolve_url(url)
         self.display_url = _redact(self.url)
         try:
@@ -142,18 +196,11 @@ class Store:
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
-        try:
-            with self._sessions.begin() as s:
-                yield s
-        except IntegrityError:
-            raise
-        except OperationalError as e:
-            raise StorageError(
-                f"database {self.display_url} failed: {str(e.orig).strip().splitlines()[0]}",
-                "check that the database is reachable and not locked",
-            ) from e
+        with self._sessions.begin() as s:
+            yield s
 
     # --- experiments ------------------------------------------------------
+    @retrying
     def create_experiment(self, name: str, spec: dict[str, Any], work_dir: str, owner: str | None = None) -> ExperimentRecord:
         now = utcnow()
         row = ExperimentRow(
@@ -178,6 +225,7 @@ class Store:
                 f"look at it with `nasctl status {name}`, or pass --name to start a new one",
             ) from None
 
+    @retrying
     def get_experiment(self, name: str) -> ExperimentRecord:
         with self._session() as s:
             row = s.scalar(select(ExperimentRow).where(ExperimentRow.name == name))
@@ -187,6 +235,7 @@ class Store:
                 raise NotFoundError(f"no experiment named {name!r} in {self.display_url}", f"{hint}; see `nasctl ls`")
             return _experiment(row)
 
+    @retrying
     def list_experiments(self) -> list[tuple[ExperimentRecord, dict[str, int]]]:
         """Every experiment with its trial counts by status, newest first."""
         with self._session() as s:
@@ -199,6 +248,7 @@ class Store:
                 counts.setdefault(exp_id, {})[status] = n
             return [(_experiment(r), counts[r.id]) for r in rows]
 
+    @retrying
     def set_experiment_status(self, experiment_id: int, status: ExperimentStatus, reason: str | None = None) -> None:
         now = utcnow()
         with self._session() as s:
@@ -210,8 +260,14 @@ class Store:
             msg = f"experiment {status.value.lower()}" + (f": {reason}" if reason else "")
             s.add(EventRow(experiment_id=experiment_id, time=now, kind="status", message=msg))
 
-    def acquire_lease(self, experiment_id: int, owner: str, stale_after: float) -> None:
-        """Take the experiment's lease unless another owner's heartbeat is fresh.
+    @retrying
+    def acquire_lease(
+        self, experiment_id: int, owner: str, stale_after: float,
+        is_alive: Callable[[str], bool | None] | None = None,
+    ) -> None:
+        """Take the experiment's lease unless another owner holds it: its heartbeat
+        is fresh and `is_alive(owner)` does not say it is dead (a dead owner on
+        this host is replaced at once; elsewhere only once its heartbeat is stale).
 
         Raises:
             LeaseError: another live orchestrator holds it.
@@ -225,23 +281,30 @@ class Store:
                 and row.lease_owner != owner
                 and row.lease_heartbeat is not None
                 and now - row.lease_heartbeat < timedelta(seconds=stale_after)
+                and (is_alive is None or is_alive(row.lease_owner) is not False)
             ):
                 age = (now - row.lease_heartbeat).total_seconds()
+                host, _, rest = row.lease_owner.partition(":")
                 raise LeaseError(
-                    f"experiment {row.name!r} is driven by {row.lease_owner} (heartbeat {age:.0f}s ago)",
-                    f"stop it with `nasctl stop {row.name}` or wait {stale_after:.0f}s after it dies",
+                    f"experiment {row.name!r} is already being driven by process {rest.partition(':')[0]} on {host} "
+                    f"(heartbeat {age:.0f}s ago)",
+                    f"stop it with `nasctl stop {row.name}`, or wait {stale_after:.0f}s after it dies",
                 )
             row.lease_owner = owner
             row.lease_heartbeat = now
 
-    def heartbeat(self, experiment_id: int, owner: str) -> None:
+    @retrying
+    def heartbeat(self, experiment_id: int, owner: str) -> bool:
+        """Renew the lease; False if `owner` no longer holds it (it was taken over)."""
         with self._session() as s:
-            s.execute(
+            res = s.execute(
                 update(ExperimentRow)
                 .where(ExperimentRow.id == experiment_id, ExperimentRow.lease_owner == owner)
                 .values(lease_heartbeat=utcnow())
             )
+            return bool(res.rowcount)  # type: ignore[attr-defined]
 
+    @retrying
     def release_lease(self, experiment_id: int, owner: str) -> None:
         with self._session() as s:
             s.execute(
@@ -251,6 +314,7 @@ class Store:
             )
 
     # --- trials -------------------------------------------------------------
+    @retrying
     def add_trial(
         self,
         experiment_id: int,
@@ -275,20 +339,32 @@ class Store:
             values={},
             created_at=now,
         )
-        with self._session() as s:
-            s.add(row)
-            s.flush()
-            s.add(
-                EventRow(
-                    experiment_id=experiment_id,
-                    trial_index=index,
-                    time=now,
-                    kind="candidate",
-                    message=f"trial {index} proposed by {generation_method}",
+        try:
+            with self._session() as s:
+                s.add(row)
+                s.flush()
+                s.add(
+                    EventRow(
+                        experiment_id=experiment_id,
+                        trial_index=index,
+                        time=now,
+                        kind="candidate",
+                        message=f"trial {index} proposed by {generation_method}",
+                    )
                 )
-            )
-            return _trial(row)
+                return _trial(row)
+        except IntegrityError:
+            # A retry after a lost connection whose commit had gone through: the
+            # same trial is already there. Anything else is a real conflict.
+            with self._session() as s:
+                existing = s.scalar(
+                    select(TrialRow).where(TrialRow.experiment_id == experiment_id, TrialRow.index == index)
+                )
+                if existing is not None and existing.parameters == parameters:
+                    return _trial(existing)
+            raise
 
+    @retrying
     def mark_trial_running(
         self, trial_id: int, job_handle: str, scheduler: str, runner_metadata: dict[str, Any]
     ) -> TrialRecord:
@@ -312,6 +388,7 @@ class Store:
             )
             return _trial(row)
 
+    @retrying
     def finish_trial(
         self,
         trial_id: int,
@@ -338,10 +415,12 @@ class Store:
             )
             return _trial(row)
 
+    @retrying
     def save_reader_state(self, trial_id: int, state: dict[str, Any]) -> None:
         with self._session() as s:
             s.execute(update(TrialRow).where(TrialRow.id == trial_id).values(reader_state=state))
 
+    @retrying
     def list_trials(
         self, experiment_id: int, statuses: Iterable[TrialStatus] | None = None
     ) -> list[TrialRecord]:
@@ -351,6 +430,7 @@ class Store:
                 q = q.where(TrialRow.status.in_([st.value for st in statuses]))
             return [_trial(r) for r in s.scalars(q.order_by(TrialRow.index))]
 
+    @retrying
     def get_trial(self, experiment_id: int, index: int) -> TrialRecord:
         with self._session() as s:
             row = s.scalar(select(TrialRow).where(TrialRow.experiment_id == experiment_id, TrialRow.index == index))
@@ -358,17 +438,20 @@ class Store:
                 raise NotFoundError(f"no trial {index} in this experiment", "see `nasctl trials NAME`")
             return _trial(row)
 
+    @retrying
     def next_trial_index(self, experiment_id: int) -> int:
         with self._session() as s:
             top = s.scalar(select(func.max(TrialRow.index)).where(TrialRow.experiment_id == experiment_id))
             return 0 if top is None else int(top) + 1
 
+    @retrying
     def reader_state(self, trial_id: int) -> dict[str, Any]:
         with self._session() as s:
             row = s.get(TrialRow, trial_id)
             return dict(row.reader_state or {}) if row else {}
 
     # --- observations -----------------------------------------------------
+    @retrying
     def add_observations(self, trial_id: int, observations: Sequence[Observation]) -> int:
         """Insert observations, skipping (metric, step) pairs already stored. Returns how many were new."""
         rows = [o for o in observations if math.isfinite(o.value)]
@@ -394,6 +477,7 @@ class Store:
             )
             return len(fresh)
 
+    @retrying
     def observations(self, trial_id: int, metric: str | None = None) -> list[Observation]:
         with self._session() as s:
             q = select(ObservationRow).where(ObservationRow.trial_id == trial_id)
@@ -404,6 +488,7 @@ class Store:
                 for r in s.scalars(q.order_by(ObservationRow.metric, ObservationRow.step))
             ]
 
+    @retrying
     def count_observations(self, experiment_id: int) -> int:
         with self._session() as s:
             return int(
@@ -416,21 +501,28 @@ class Store:
             )
 
     # --- events -------------------------------------------------------------
+    @retrying
     def add_event(self, experiment_id: int, kind: str, message: str, trial_index: int | None = None,
                   data: dict[str, Any] | None = None) -> None:
         with self._session() as s:
             s.add(EventRow(experiment_id=experiment_id, trial_index=trial_index, time=utcnow(), kind=kind,
                            message=message, data=data))
 
-    def events(self, experiment_id: int, after_id: int = 0, limit: int = 1000) -> list[EventRecord]:
+    @retrying
+    def events(
+        self, experiment_id: int, after_id: int = 0, limit: int = 1000, *,
+        kinds: Sequence[str] | None = None, newest: bool = False,
+    ) -> list[EventRecord]:
+        """Events after `after_id` in id order (or the newest first with `newest`)."""
         with self._session() as s:
-            q = (
-                select(EventRow)
-                .where(EventRow.experiment_id == experiment_id, EventRow.id > after_id)
-                .order_by(EventRow.id)
-                .limit(limit)
-            )
-            return [EventRecord(r.id, r.experiment_id, r.time, r.kind, r.message, r.trial_index) for r in s.scalars(q)]
+            q = select(EventRow).where(EventRow.experiment_id == experiment_id, EventRow.id > after_id)
+            if kinds is not None:
+                q = q.where(EventRow.kind.in_(list(kinds)))
+            q = q.order_by(EventRow.id.desc() if newest else EventRow.id).limit(limit)
+            return [
+                EventRecord(r.id, r.experiment_id, r.time, r.kind, r.message, r.trial_index, r.data)
+                for r in s.scalars(q)
+            ]
 
 
 def _experiment(r: ExperimentRow) -> ExperimentRecord:

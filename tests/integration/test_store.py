@@ -68,8 +68,17 @@ def test_lease(db_url: str) -> None:
     exp = store.create_experiment("e", {}, "/tmp/e")
     store.acquire_lease(exp.id, "host:1", stale_after=60)
     store.acquire_lease(exp.id, "host:1", stale_after=60)  # re-entrant for its owner
-    with pytest.raises(LeaseError, match="driven by host:1"):
+    with pytest.raises(LeaseError, match="already being driven by process 1 on host.*nasctl stop e"):
         store.acquire_lease(exp.id, "host:2", stale_after=60)
+    # an owner known to be dead is replaced at once; one that cannot be checked is not
+    with pytest.raises(LeaseError):
+        store.acquire_lease(exp.id, "host:2", stale_after=60, is_alive=lambda owner: None)
+    store.acquire_lease(exp.id, "host:2", stale_after=60, is_alive=lambda owner: owner != "host:1")
+    assert store.get_experiment("e").lease_owner == "host:2"
+    assert store.heartbeat(exp.id, "host:2") is True
+    assert store.heartbeat(exp.id, "host:1") is False  # host:1 lost the lease and can tell
+    store.release_lease(exp.id, "host:2")
+    store.acquire_lease(exp.id, "host:1", stale_after=60)
     # a stale heartbeat can be taken over
     with store.engine.begin() as c:
         c.execute(

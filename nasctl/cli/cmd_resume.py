@@ -1,0 +1,35 @@
+"""`nasctl resume NAME`: continue an experiment from the database."""
+
+from __future__ import annotations
+
+import click
+
+from nasctl.cli import render
+from nasctl.cli.main import db_option, json_option
+
+
+@click.command("resume")
+@click.argument("name")
+@click.option("--dryrun", is_flag=True, help="Show what would be re-attached and launched; start nothing.")
+@db_option
+@json_option
+def command(name: str, dryrun: bool, db: str | None, as_json: bool) -> None:
+    """Continue experiment NAME after a stop, Ctrl-C or crash: finished trials are
+    kept, running ones re-attached, and the budget completed."""
+    from nasctl.orchestration import service
+    from nasctl.store import Store
+
+    store = Store(db)
+    if dryrun:
+        plan = service.resume_plan(store, name)
+        render.print_json(plan) if as_json else render.resume_plan(plan)
+        return
+    with render.ProgressDisplay(enabled=not as_json) as display:
+        summary = service.resume_experiment(store, name, on_progress=display.update)
+    view = service.pareto_view(store, name)
+    if as_json:
+        render.print_json({"summary": render.summary_dict(summary), "pareto": view, "database": store.display_url})
+    else:
+        render.run_report(summary, view, store.display_url)
+    if summary.status.value != "COMPLETED":
+        raise SystemExit(1)

@@ -1,0 +1,185 @@
+"""Stop, Ctrl-C, SIGTERM and `nasctl stop`: trials keep running and `nasctl resume`
+re-attaches them; the lease keeps a second orchestrator out."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from nasctl.store import Store
+from nasctl.types import TrialStatus
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.e2e
+SCRIPT = Path(__file__).parent / "scripts" / "resumable_trial.py"
+
+
+def write_spec(tmp_path: Path, name: str, max_trials: int = 4, parallelism: int = 2, method: str = "sobol",
+               initial: int = 4) -> Path:
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(
+        f"name: {name}\n"
+        "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
+        "objectives: {f1: {goal: minimize, threshold: 1.1}, f2: {goal: minimize, threshold: 2.1}}\n"
+        f"budget: {{max_trials: {max_trials}, parallelism: {parallelism}, max_failures: 0}}\n"
+        f"trial: {{script: {SCRIPT}}}\n"
+        f"optimizer: {{method: {method}, initial_trials: {initial}, seed: 7}}\n"
+    )
+    return spec
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_trials(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Kill whatever trial processes a failing test left behind (only this test's)."""
+    yield
+    for p in psutil.process_iter():
+        try:
+            if str(tmp_path) in p.environ().get("NASCTL_TEST_HOLD", "") + p.environ().get("NASCTL_LOG_DIR", ""):
+                p.kill()
+        except psutil.Error:
+            continue
+
+
+def trial_processes(experiment: str, hold: Path | None = None) -> list[psutil.Process]:
+    """Training processes (not launchers) of this experiment, started by this test."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            cmd = " ".join(p.cmdline())
+            env = p.environ()
+            if (env.get("NASCTL_EXPERIMENT") == experiment and "resumable_trial" in cmd
+                    and "nasctl.runners.launcher" not in cmd
+                    and (hold is None or env.get("NASCTL_TEST_HOLD") == str(hold))):
+                found.append(p)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "nasctl", *args], cwd=cwd, env={**os.environ, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_running(db: str, name: str, n: int, proc: subprocess.Popen[str] | None, hold: Path,
+                 timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc is not None:
+            assert proc.poll() is None, proc.communicate()
+        try:
+            store = Store(db)
+            running = store.list_trials(store.get_experiment(name).id, [TrialStatus.RUNNING])
+            store.close()
+            if len(running) >= n and len(trial_processes(name, hold)) >= n:
+                return
+        except Exception:  # not created yet
+            pass
+        assert time.monotonic() < deadline, f"{n} trials never ran"
+        time.sleep(0.1)
+
+
+def check_results(db: str, name: str, runs: Path, max_trials: int) -> list[dict]:
+    status = json.loads(run_cli("status", name, "--db", db, "--json").stdout)
+    assert status["status"] == "COMPLETED", status
+    assert status["trials"]["COMPLETED"] == max_trials and sum(status["trials"].values()) == max_trials
+    trials = json.loads(run_cli("trials", name, "--db", db, "--json").stdout)
+    launches = runs.read_text().split()
+    assert sorted(launches, key=int) == [str(i) for i in range(max_trials)], "a trial ran twice or never"
+    params = {(t["parameters"]["x"], t["parameters"]["y"]) for t in trials}
+    assert len(params) == max_trials, "a configuration was proposed twice"
+    for t in trials:  # the real results of each trial's own run
+        x, y = t["parameters"]["x"], t["parameters"]["y"]
+        assert t["values"]["f1"] == pytest.approx(x, rel=1e-5)
+        assert t["values"]["f2"] == pytest.approx(1 - math.sqrt(x) + y, rel=1e-5)
+        detail = json.loads(run_cli("trials", name, "--db", db, "--trial", str(t["index"]), "--json").stdout)
+        assert [s for s, _ in detail["curves"]["loss"]] == [0, 1, 2]
+    return trials
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_detaches_and_resume_reattaches(tmp_path: Path, sig: signal.Signals) -> None:
+    name = f"sig-{sig.name.lower()}"
+    spec, db = write_spec(tmp_path, name), f"sqlite:///{tmp_path}/r.db"
+    hold, runs = tmp_path / "hold", tmp_path / "runs.log"
+    hold.touch()
+    env = {"NASCTL_TEST_HOLD": str(hold), "NASCTL_TEST_RUNS": str(runs)}
+    proc = start(["run", str(spec), "--db", db], tmp_path, env)
+    wait_running(db, name, 2, proc, hold)
+    # a second orchestrator is refused while the first is alive
+    second = run_cli("resume", name, "--db", db, cwd=tmp_path)
+    assert second.returncode == 1 and "already being driven by process" in second.stderr, second.stderr
+    pids = {p.pid for p in trial_processes(name, hold)}
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "2 trials are still running" in out
+    status = json.loads(run_cli("status", name, "--db", db, "--json").stdout)
+    assert status["status"] == "STOPPED" and status["trials"]["RUNNING"] == 2 and status["lease_owner"] is None
+    assert {p.pid for p in trial_processes(name, hold)} == pids  # the trials were left running
+
+    plan = json.loads(run_cli("resume", name, "--dryrun", "--json", "--db", db).stdout)
+    assert plan["reattach_running"] == [0, 1] and plan["new_trials_to_propose"] == 2
+    hold.unlink()  # let the held trials finish
+    resumed = run_cli("resume", name, "--db", db, "--json", cwd=tmp_path, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["summary"]["reattached"] == 2
+    check_results(db, name, runs, 4)
+
+
+def test_stop_command(tmp_path: Path) -> None:
+    name = "stopme"
+    spec, db = write_spec(tmp_path, name, max_trials=6), f"sqlite:///{tmp_path}/s.db"
+    hold, runs = tmp_path / "hold", tmp_path / "runs.log"
+    hold.touch()
+    env = {"NASCTL_TEST_HOLD": str(hold), "NASCTL_TEST_RUNS": str(runs)}
+    proc = start(["run", str(spec), "--db", db], tmp_path, env)
+    wait_running(db, name, 2, proc, hold)
+    res = json.loads(run_cli("stop", name, "--db", db, "--json").stdout)
+    assert res["requested"] is True and res["cancel"] is False
+    proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    status = json.loads(run_cli("status", name, "--db", db, "--json").stdout)
+    assert status["status"] == "STOPPED" and status["status_reason"] == "stopped by `nasctl stop`"
+    assert status["trials"]["RUNNING"] == 2 and len(trial_processes(name, hold)) == 2
+    # no orchestrator now: --cancel cancels the trials itself
+    res = json.loads(run_cli("stop", name, "--cancel", "--db", db, "--json").stdout)
+    assert res["requested"] is False and sorted(res["cancelled"]) == [0, 1]
+    deadline = time.monotonic() + 15
+    while trial_processes(name, hold):
+        assert time.monotonic() < deadline, "cancelled trials still run"
+        time.sleep(0.1)
+    status = json.loads(run_cli("status", name, "--db", db, "--json").stdout)
+    assert status["trials"]["ABANDONED"] == 2 and status["trials"]["RUNNING"] == 0
+    # resume finishes the budget with new trials; abandoned ones count against it
+    hold.unlink()
+    resumed = run_cli("resume", name, "--db", db, "--json", cwd=tmp_path, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    status = json.loads(run_cli("status", name, "--db", db, "--json").stdout)
+    assert status["trials"] == {**status["trials"], "COMPLETED": 4, "ABANDONED": 2}
+
+
+def test_stop_cancel_with_live_orchestrator(tmp_path: Path) -> None:
+    name = "stopcancel"
+    spec, db = write_spec(tmp_path, name), f"sqlite:///{tmp_path}/c.db"
+    hold = tmp_path / "hold"
+    hold.touch()
+    proc = start(["run", str(spec), "--db", db], tmp_path, {"NASCTL_TEST_HOLD": str(hold)})
+    wait_running(db, name, 2, proc, hold)
+    assert json.loads(run_cli("stop", name, "--cancel", "--db", db, "--json").stdout)["requested"] is True
+    proc.communicate(timeout=60)
+    status = json.loads(run_cli("status", name, "--db", db, "--json").stdout)
+    assert status["status"] == "STOPPED" and status["trials"]["ABANDONED"] == 2
+    deadline = time.monotonic() + 15
+    while trial_processes(name, hold):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
