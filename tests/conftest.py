@@ -31,6 +31,7 @@ def _server_db(admin_url: str, kind: str) -> Iterator[str]:
     try:
         yield url
     finally:
+        engine.dispose()  # the server may have restarted meanwhile: use fresh connections
         with engine.connect() as c:
             if kind == "postgresql":
                 c.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))

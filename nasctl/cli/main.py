@@ -59,7 +59,20 @@ def cli(debug: bool) -> None:
     """Multi-objective neural architecture search: propose, launch, measure, keep."""
 
 
+def _setup_logging() -> None:
+    """nasctl's own warnings (e.g. database retries) go to stderr as one line each."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    logger = logging.getLogger("nasctl")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+
+
 def main() -> None:
+    _setup_logging()
     from nasctl.cli import (
         cmd_db,
         cmd_export,

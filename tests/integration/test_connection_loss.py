@@ -1,0 +1,107 @@
+"""The database server drops every connection of a running experiment, repeatedly:
+the loop retries with backoff and finishes with nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from tests.conftest import MYSQL_ADMIN, PG_ADMIN
+from tests.e2e.test_resume import check_results, write_spec
+
+
+def _kill_connections(admin_url: str, db_url: str) -> int:
+    name = make_url(db_url).database
+    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as c:
+        if engine.dialect.name == "postgresql":
+            n = c.execute(
+                text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                     "WHERE datname = :d AND pid <> pg_backend_pid()"), {"d": name}
+            ).scalar()
+        else:
+            ids = c.execute(
+                text("SELECT id FROM information_schema.processlist WHERE db = :d AND id <> CONNECTION_ID()"),
+                {"d": name},
+            ).scalars().all()
+            for i in ids:
+                try:
+                    c.execute(text(f"KILL CONNECTION {int(i)}"))
+                except Exception:  # it ended by itself meanwhile
+                    pass
+            n = len(ids)
+    engine.dispose()
+    return int(n or 0)
+
+
+@pytest.mark.parametrize("db_url", ["postgresql", "mysql"], indirect=True)
+def test_run_survives_dropped_connections(tmp_path: Path, db_url: str) -> None:
+    admin = PG_ADMIN if db_url.startswith("postgresql") else MYSQL_ADMIN
+    spec = write_spec(tmp_path, "flaky", max_trials=6, parallelism=2)
+    runs = tmp_path / "runs.log"
+    env = {**os.environ, "NASCTL_TEST_RUNS": str(runs), "NASCTL_TEST_SLEEP": "1.0"}
+    proc = subprocess.Popen([sys.executable, "-m", "nasctl", "run", str(spec), "--db", db_url, "--json"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = 0
+    try:
+        while proc.poll() is None:
+            time.sleep(1.5)
+            killed += _kill_connections(admin, db_url)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert killed >= 3, f"only {killed} connections were dropped; the test did not exercise anything"
+    assert json.loads(out)["summary"]["trials"]["COMPLETED"] == 6
+    check_results(db_url, "flaky", runs, 6)
+
+
+def _restart_postgresql() -> None:
+    """Restart the machine's PostgreSQL cluster (root and Debian's pg_ctlcluster required)."""
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart", "--", "-m", "fast"],
+                   check=True, capture_output=True, timeout=120)
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_run_survives_a_database_restart(tmp_path: Path, db_url: str) -> None:
+    assert os.geteuid() == 0 and Path("/etc/postgresql").is_dir(), \
+        "this test restarts the local PostgreSQL: run the suite as root on a machine with Debian's PostgreSQL"
+    spec = write_spec(tmp_path, "restarted", max_trials=6, parallelism=2)
+    runs = tmp_path / "runs.log"
+    env = {**os.environ, "NASCTL_TEST_RUNS": str(runs), "NASCTL_TEST_SLEEP": "1.0"}
+    proc = subprocess.Popen([sys.executable, "-m", "nasctl", "run", str(spec), "--db", db_url, "--json"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        from nasctl.store import Store
+
+        deadline = time.monotonic() + 120
+        while True:  # restart once the loop is busy with trials
+            assert proc.poll() is None, proc.communicate()
+            try:
+                s = Store(db_url)
+                if len(s.list_trials(s.get_experiment("restarted").id)) >= 2:
+                    s.close()
+                    break
+                s.close()
+            except Exception:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        _restart_postgresql()
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "retrying" in err  # the loop saw the outage and waited it out
+    check_results(db_url, "restarted", runs, 6)
