@@ -11,9 +11,11 @@ from nasctl.cli.main import db_option, json_option
 @click.command("resume")
 @click.argument("name")
 @click.option("--dryrun", is_flag=True, help="Show what would be re-attached and launched; start nothing.")
+@click.option("--workdir", default=None, metavar="DIR",
+              help="Put new trial directories under DIR/NAME (e.g. after moving the database to another machine).")
 @db_option
 @json_option
-def command(name: str, dryrun: bool, db: str | None, as_json: bool) -> None:
+def command(name: str, dryrun: bool, workdir: str | None, db: str | None, as_json: bool) -> None:
     """Continue experiment NAME after a stop, Ctrl-C or crash: finished trials are
     kept, running ones re-attached, and the budget completed."""
     from nasctl.orchestration import service
@@ -25,7 +27,7 @@ def command(name: str, dryrun: bool, db: str | None, as_json: bool) -> None:
         render.print_json(plan) if as_json else render.resume_plan(plan)
         return
     with render.ProgressDisplay(enabled=not as_json) as display:
-        summary = service.resume_experiment(store, name, on_progress=display.update)
+        summary = service.resume_experiment(store, name, on_progress=display.update, work_root=workdir)
     view = service.pareto_view(store, name)
     if as_json:
         render.print_json({"summary": render.summary_dict(summary), "pareto": view, "database": store.display_url})

@@ -126,6 +126,7 @@ def resume_experiment(
     name: str,
     on_progress: Callable[[Any], None] | None = None,
     poll_interval: float = 0.25,
+    work_root: str | None = None,
 ) -> Any:
     """Continue an experiment from the store alone (after a stop, Ctrl-C or a crash).
 
@@ -140,6 +141,16 @@ def resume_experiment(
     spec = spec_from_dict(exp.spec)
     check_spec_runnable(spec)
     prepare_orchestrator_process()
+    if work_root is not None:
+        store.set_work_dir(exp.id, str(Path(work_root, name).resolve()))
+        exp = store.get_experiment(name)
+    try:
+        os.makedirs(exp.work_dir, exist_ok=True)
+    except OSError as e:
+        raise BadInputError(
+            f"the experiment's trial directory {exp.work_dir} cannot be created: {e.strerror}",
+            f"pass `nasctl resume {name} --workdir DIR` to put new trial files elsewhere",
+        ) from None
     return _drive(store, exp, spec, on_progress, poll_interval)
 
 

@@ -261,6 +261,15 @@ class Store:
             s.add(EventRow(experiment_id=experiment_id, time=now, kind="status", message=msg))
 
     @retrying
+    def set_work_dir(self, experiment_id: int, work_dir: str) -> None:
+        """Move where new trials of the experiment put their files."""
+        with self._session() as s:
+            s.execute(update(ExperimentRow).where(ExperimentRow.id == experiment_id)
+                      .values(work_dir=work_dir, updated_at=utcnow()))
+            s.add(EventRow(experiment_id=experiment_id, time=utcnow(), kind="moved",
+                           message=f"trial files now go to {work_dir}"))
+
+    @retrying
     def acquire_lease(
         self, experiment_id: int, owner: str, stale_after: float,
         is_alive: Callable[[str], bool | None] | None = None,
