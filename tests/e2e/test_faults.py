@@ -20,7 +20,7 @@ search_space:
 objectives:
   f1: {{goal: minimize}}
   f2: {{goal: minimize}}
-budget: {{max_trials: 7, parallelism: 3, trial_timeout: 25, max_failures: 10}}
+budget: {{max_trials: 9, parallelism: 3, trial_timeout: 25, max_failures: 10}}
 trial: {{script: {SCRIPT}}}
 optimizer: {{method: sobol, seed: 1}}
 """
@@ -34,16 +34,18 @@ def test_every_fault_is_recorded(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["summary"]["status"] == "COMPLETED"
-    assert out["summary"]["trials"]["COMPLETED"] == 2 and out["summary"]["trials"]["FAILED"] == 5
+    assert out["summary"]["trials"]["COMPLETED"] == 2 and out["summary"]["trials"]["FAILED"] == 7
 
     trials = {t["index"]: t for t in json.loads(run_cli("trials", "faults", "--db", db, "--json").stdout)}
     assert trials[0]["status"] == trials[6]["status"] == "COMPLETED"
     reasons = {i: trials[i]["failure_reason"] for i in range(1, 6)}
-    assert "non-zero exit" in reasons[1]
+    assert reasons[1] == "job failed: exit code 1"
     assert "'f1' is nan" in reasons[2]
     assert "'f2' was never logged (logged: f1, loss)" in reasons[3]
     assert "timed out after 25s" in reasons[4]
     assert "corrupt" in reasons[5] and "broken" in reasons[5]
+    assert "killed by SIGKILL" in trials[7]["failure_reason"]
+    assert "'f1' was never logged (logged: nothing)" in trials[8]["failure_reason"]
     crash = json.loads(run_cli("trials", "faults", "--db", db, "--trial", "1", "--json").stdout)
     assert "simulated training crash" in crash["log_tail"]
     hang = json.loads(run_cli("trials", "faults", "--db", db, "--trial", "4", "--json").stdout)
@@ -55,7 +57,7 @@ def test_every_fault_is_recorded(tmp_path: Path) -> None:
 
 def test_too_many_failures_fail_the_experiment(tmp_path: Path) -> None:
     spec = tmp_path / "faults.yaml"
-    spec.write_text(SPEC.replace("max_failures: 10", "max_failures: 1").replace("max_trials: 7", "max_trials: 5")
+    spec.write_text(SPEC.replace("max_failures: 10", "max_failures: 1").replace("max_trials: 9", "max_trials: 5")
                     .replace("parallelism: 3", "parallelism: 1"))
     db = f"sqlite:///{tmp_path}/f.db"
     proc = run_cli("run", str(spec), "--db", db, "--json", cwd=tmp_path)

@@ -12,11 +12,17 @@ p.add_argument("--y", type=float, required=True)
 args = p.parse_args()
 index = int(os.environ["NASCTL_TRIAL_ID"])
 log_dir = os.environ["NASCTL_LOG_DIR"]
-mode = ["ok", "crash", "nan", "missing", "hang", "corrupt", "ok"][index % 7]
+mode = ["ok", "crash", "nan", "missing", "hang", "corrupt", "ok", "oom", "nolog"][index % 9]
 print(f"trial {index} mode {mode} x={args.x} y={args.y}", flush=True)
 
 if mode == "crash":
     raise RuntimeError("simulated training crash")
+if mode == "oom":  # what the kernel's OOM killer does
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+if mode == "nolog":
+    sys.exit(0)
 if mode == "hang":
     time.sleep(600)
 if mode == "corrupt":
