@@ -71,7 +71,9 @@ def experiments_table(rows: list[dict[str, Any]]) -> None:
 def status_panel(v: dict[str, Any]) -> None:
     lines = [
         f"status       [{STATUS_STYLE.get(v['status'], '')}]{v['status']}[/]"
-        + (f"  ({escape(v['status_reason'])})" if v["status_reason"] else ""),
+        + (f"  ({escape(v['status_reason'])})" if v["status_reason"] else "")
+        + ("" if v["status"] != "RUNNING" or v["orchestrator_alive"]
+           else f"  [yellow]no orchestrator is running it: `nasctl resume {escape(v['name'])}`[/]"),
         f"trials       {sum(v['trials'].values())}/{v['budget']['max_trials']}: {_counts(v['trials'])}",
         "objectives   " + ", ".join(
             f"{escape(k)} ({o['goal']}{', threshold ' + _fmt(o['threshold']) if o['threshold'] is not None else ''})"

@@ -200,15 +200,11 @@ def request_stop(store: Store, name: str, cancel: bool) -> dict[str, Any]:
     """Stop an experiment. With a live orchestrator, record a request it acts on
     within a second; without one, stop it here: with `cancel`, running trials
     are cancelled and ABANDONED, else they are left for `nasctl resume`."""
-    from nasctl.orchestration.loop import STOP_REQUESTED, owner_alive
+    from nasctl.orchestration.loop import STOP_REQUESTED
     from nasctl.runners.base import SubmittedJob
 
     exp = store.get_experiment(name)
-    live = exp.lease_owner is not None and exp.lease_heartbeat is not None and (
-        owner_alive(exp.lease_owner) is not False
-        and (datetime.now(timezone.utc).replace(tzinfo=None) - exp.lease_heartbeat).total_seconds() < 30
-    )
-    if live:
+    if _orchestrator_alive(exp):
         store.add_event(exp.id, STOP_REQUESTED, "stop requested" + (" (cancel running trials)" if cancel else ""),
                         data={"cancel": cancel})
         return {"experiment": name, "orchestrator": exp.lease_owner, "requested": True, "cancel": cancel}
@@ -298,7 +294,18 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
         "pareto_size": len(res.indices),
         "mean_trial_seconds": round(sum(durations) / len(durations), 3) if durations else None,
         "lease_owner": exp.lease_owner,
+        "orchestrator_alive": _orchestrator_alive(exp),
     }
+
+
+def _orchestrator_alive(exp: ExperimentRecord) -> bool:
+    """Is some orchestrator driving the experiment now (lease held, heartbeat fresh, process alive)?"""
+    from nasctl.orchestration.loop import LEASE_STALE_SECONDS, owner_alive
+
+    if exp.lease_owner is None or exp.lease_heartbeat is None:
+        return False
+    age = (datetime.now(timezone.utc).replace(tzinfo=None) - exp.lease_heartbeat).total_seconds()
+    return age < LEASE_STALE_SECONDS and owner_alive(exp.lease_owner) is not False
 
 
 def list_view(store: Store) -> list[dict[str, Any]]:

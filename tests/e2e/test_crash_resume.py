@@ -4,6 +4,7 @@ check that nothing was lost, duplicated or launched twice."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_cli
 from tests.e2e.test_resume import check_results, write_spec
 
 pytestmark = pytest.mark.e2e
@@ -58,6 +60,10 @@ def test_kill_nine_anywhere_then_resume(tmp_path: Path, db_url: str) -> None:
         out, err = proc.communicate(timeout=300)
         if proc.returncode == -signal.SIGKILL:
             kills += 1
+            if kills == 1:  # after a kill -9 the status says nobody drives it any more
+                st = json.loads(run_cli("status", name, "--db", db_url, "--json").stdout)
+                assert st["status"] == "RUNNING" and st["orchestrator_alive"] is False
+                assert "nasctl resume crashy" in run_cli("status", name, "--db", db_url).stdout
             continue
         assert proc.returncode == 0, f"attempt {attempt} ({what}): rc={proc.returncode}\n{err}"
         finished = True

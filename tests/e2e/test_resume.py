@@ -125,6 +125,7 @@ def test_signal_detaches_and_resume_reattaches(tmp_path: Path, sig: signal.Signa
     assert "2 trials are still running" in out
     status = json.loads(run_cli("status", name, "--db", db, "--json").stdout)
     assert status["status"] == "STOPPED" and status["trials"]["RUNNING"] == 2 and status["lease_owner"] is None
+    assert status["orchestrator_alive"] is False
     assert {p.pid for p in trial_processes(name, hold)} == pids  # the trials were left running
 
     plan = json.loads(run_cli("resume", name, "--dryrun", "--json", "--db", db).stdout)
