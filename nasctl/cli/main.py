@@ -60,9 +60,9 @@ def cli(debug: bool) -> None:
 
 
 def main() -> None:
-    from nasctl.cli import cmd_db, cmd_export, cmd_ls, cmd_pareto, cmd_run, cmd_status, cmd_trials
+    from nasctl.cli import cmd_db, cmd_export, cmd_ls, cmd_pareto, cmd_report, cmd_run, cmd_status, cmd_trials, cmd_web
 
-    for mod in (cmd_run, cmd_ls, cmd_status, cmd_trials, cmd_pareto, cmd_export, cmd_db):
+    for mod in (cmd_run, cmd_ls, cmd_status, cmd_trials, cmd_pareto, cmd_export, cmd_web, cmd_report, cmd_db):
         cli.add_command(mod.command)
     cli(prog_name="nasctl")
 
