@@ -13,6 +13,7 @@ import threading
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request
+from pydantic import BaseModel
 
 from nasctl import __version__
 from nasctl.errors import BadInputError, NasctlError, NotFoundError
@@ -75,7 +76,26 @@ def require_token(request: Request, authorization: str | None, x_nasctl_token: s
         raise AuthError("missing or wrong token", "send it as `Authorization: Bearer TOKEN`")
 
 
-router = APIRouter(prefix="/api")
+class ErrorBody(BaseModel):
+    """Every error answer: what was wrong and what to do."""
+
+    error: str
+    hint: str | None = None
+
+
+router = APIRouter(
+    prefix="/api",
+    responses={
+        400: {"model": ErrorBody, "description": "bad input (unknown sort key, malformed filter, path outside work_dir)"},
+        404: {"model": ErrorBody, "description": "no such experiment, trial or log"},
+        503: {"model": ErrorBody, "description": "the database cannot be reached"},
+    },
+)
+WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "missing or wrong token"},
+    403: {"model": ErrorBody, "description": "the dashboard is read-only (started without a token)"},
+    409: {"model": ErrorBody, "description": "the experiment or trial is already finished"},
+}
 
 Name = Annotated[str, "experiment name"]
 
@@ -281,7 +301,7 @@ def diagnostics(request: Request, name: Name) -> dict[str, Any]:
         return result
 
 
-@router.post("/experiments/{name}/stop", summary="Ask the orchestrator to stop the experiment (token)")
+@router.post("/experiments/{name}/stop", summary="Ask the orchestrator to stop the experiment (token)", responses=WRITE_RESPONSES)
 def stop(
     request: Request,
     name: Name,
@@ -300,7 +320,7 @@ def stop(
     return {"kind": queries.STOP_REQUESTED, "event_id": event_id, "experiment": name}
 
 
-@router.post("/experiments/{name}/trials/{index}/cancel", summary="Ask the orchestrator to cancel a trial (token)")
+@router.post("/experiments/{name}/trials/{index}/cancel", summary="Ask the orchestrator to cancel a trial (token)", responses=WRITE_RESPONSES)
 def cancel(
     request: Request,
     name: Name,
