@@ -370,10 +370,15 @@ def compute_front_large(
     return FrontResult(front_idx, feasible, hv, ref_native, inferred)
 
 
+#: With `max_points`, checkpoints are spaced so that the total work stays near this many point visits.
+HISTORY_WORK = 500_000
+
+
 def hypervolume_history(
     trials: Sequence[tuple[int, Mapping[str, float]]],
     objectives: Mapping[str, Objective],
     constraints: Sequence[Constraint] = (),
+    max_points: int | None = None,
 ) -> list[tuple[int, float]]:
     """Same result as `hypervolume_trace`, computed incrementally.
 
@@ -381,6 +386,11 @@ def hypervolume_history(
     trace recomputes it only then. Trials are screened in blocks against the
     front as it stood before the block (vectorised): a trial dominated by it can
     never enter the front later.
+
+    With `max_points` and more trials than that, the trace is sampled: at most
+    `max_points` checkpoints (fewer when the front holds thousands of points, so
+    the cost stays bounded), always including the last trial. Every value
+    reported is the exact hypervolume after that trial.
     """
     full = compute_front_large(trials, objectives, constraints)
     names = list(objectives)
@@ -390,6 +400,8 @@ def hypervolume_history(
     idx, Y = _objective_matrix(ordered, objectives, constraints)
     Y = Y * signs
     contributes = np.all(Y > ref, axis=1) if len(Y) else np.zeros(0, dtype=bool)
+    if max_points is not None and len(ordered) > max_points:
+        return _sampled_history(ordered, set(idx), Y, contributes, ref, max_points)
     trace_at: dict[int, float] = {}
     front = np.zeros((0, len(names)))
     block = 2048
@@ -418,3 +430,36 @@ def hypervolume_history(
 def _front_hv(P: np.ndarray) -> float:
     """Hypervolume of mutually non-dominated points P (> 0): the 3-D sweep for 3 objectives."""
     return _hv3(P) if P.shape[1] == 3 else float(_hv(P))
+
+
+def _sampled_history(
+    ordered: Sequence[tuple[int, Mapping[str, float]]],
+    usable: set[int],
+    Y: np.ndarray,
+    contributes: np.ndarray,
+    ref: np.ndarray,
+    max_points: int,
+) -> list[tuple[int, float]]:
+    """Hypervolume at checkpoints over `ordered`; `Y` holds the usable trials' rows in the same order."""
+    n = len(ordered)
+    rows_upto = np.cumsum([t[0] in usable for t in ordered])
+    base = max(1, -(-n // max(1, max_points)))
+    front = np.zeros((0, Y.shape[1]))
+    hv = 0.0
+    consumed = 0
+    k = -1
+    out: list[tuple[int, float]] = []
+    while k < n - 1:
+        step = max(base, -(-len(front) * n // HISTORY_WORK))
+        k = min(n - 1, k + step)
+        upto = int(rows_upto[k])
+        block = Y[consumed:upto][contributes[consumed:upto]]
+        consumed = upto
+        if len(block):
+            both = np.vstack([front, block])
+            mask = nondominated_mask(both)
+            if mask[len(front):].any():
+                front = both[mask]
+                hv = _front_hv(front - ref)
+        out.append((ordered[k][0], hv))
+    return out

@@ -20,6 +20,9 @@ from nasctl.store import Store
 from nasctl.store import queries
 from nasctl.types import ExperimentRecord, TrialStatus
 
+#: The hypervolume history holds at most this many points (exact values at sampled trials).
+HISTORY_POINTS = 1000
+
 
 @dataclass
 class ExperimentAnalysis:
@@ -67,7 +70,7 @@ def analyze(store: Store, experiment: ExperimentRecord, cursor: int) -> Experime
         counts[st] = counts.get(st, 0) + 1
     done = [(i, v) for i, st, v in rows if st == TrialStatus.COMPLETED.value]
     front = compute_front_large(done, spec.objectives, spec.parsed_constraints)
-    history = hypervolume_history(done, spec.objectives, spec.parsed_constraints)
+    history = hypervolume_history(done, spec.objectives, spec.parsed_constraints, max_points=HISTORY_POINTS)
     return ExperimentAnalysis(
         experiment=experiment,
         spec=spec,

@@ -126,7 +126,7 @@ def points(request: Request, name: Name) -> dict[str, Any]:
     return serializers.points(state(request).cache.get(name))
 
 
-@router.get("/experiments/{name}/hypervolume", summary="Hypervolume after each completed trial")
+@router.get("/experiments/{name}/hypervolume", summary="Hypervolume after each completed trial (sampled on large experiments)")
 def hypervolume(
     request: Request, name: Name, from_index: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None
 ) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from nasctl import __version__
@@ -89,6 +90,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
         description="Experiments, Pareto fronts, trials and model diagnostics of a nasctl database.",
     )
     app.state.nasctl = api.WebState(store, token or None)
+    app.add_middleware(GZipMiddleware, minimum_size=2048)
     if allowed_hosts:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
 

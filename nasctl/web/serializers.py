@@ -110,7 +110,8 @@ def points(a: ExperimentAnalysis) -> dict[str, Any]:
 
 
 def hypervolume_trace(a: ExperimentAnalysis, from_index: int | None = None) -> dict[str, Any]:
-    """Hypervolume after each completed trial (trial-index order), from `from_index` on."""
+    """Hypervolume after each completed trial (trial-index order; sampled to at most
+    `analysis.HISTORY_POINTS` exact values on large experiments), from `from_index` on."""
     rows = [(i, h) for i, h in a.hv_history if from_index is None or i >= from_index]
     return {"trial_index": [i for i, _ in rows], "hypervolume": [num(h) for _, h in rows]}
 

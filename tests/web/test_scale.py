@@ -106,3 +106,19 @@ def test_page_queries_on_every_database(db_url: str) -> None:
     eid = queries.request_cancel(store, exp.id, 5, "too slow")
     assert queries.requests_after(store, exp.id) == [queries.OperatorRequest(eid, "cancel_requested", 5, "too slow")]
     store.close()
+
+
+def test_sampled_history_reports_exact_values_at_checkpoints() -> None:
+    rng = np.random.default_rng(11)
+    objs = {"a": Objective(goal="maximize", threshold=0.0), "b": Objective(goal="minimize", threshold=1.0),
+            "c": Objective(goal="maximize", threshold=0.0)}
+    Y = rng.random((600, 3))
+    trials = [(i, dict(zip("abc", map(float, y)))) for i, y in enumerate(Y)]
+    exact = dict(hypervolume_trace(trials, objs))
+    sampled = hypervolume_history(trials, objs, max_points=50)
+    assert 10 <= len(sampled) <= 50 and sampled[-1][0] == 599
+    for i, h in sampled:
+        assert h == pytest.approx(exact[i], rel=1e-9)
+    short, ref = hypervolume_history(trials[:40], objs, max_points=50), hypervolume_trace(trials[:40], objs)
+    assert [i for i, _ in short] == [i for i, _ in ref]
+    assert [h for _, h in short] == pytest.approx([h for _, h in ref])
