@@ -65,15 +65,15 @@ def build(store: Store, n: int, seed: int = 0) -> None:
     queries.import_finished_trials(store, exp.id, rows, "Sobol")
 
 
-def timed(client: TestClient, path: str, repeat: int) -> tuple[float, int]:
-    times, size = [], 0
+def timed(client: TestClient, path: str, repeat: int) -> tuple[float, int, int]:
+    times, size, wire = [], 0, 0
     for _ in range(repeat):
         t0 = time.perf_counter()
         r = client.get(path)
         times.append(time.perf_counter() - t0)
         assert r.status_code == 200, (path, r.status_code, r.text[:200])
-        size = len(r.content)
-    return statistics.median(times), size
+        size, wire = len(r.content), r.num_bytes_downloaded
+    return statistics.median(times), size, wire
 
 
 def main() -> None:
@@ -94,11 +94,12 @@ def main() -> None:
     client = TestClient(create_app(store))
     exp = store.get_experiment("big")
     n = len(queries.trial_points(store, exp.id))
-    rows: list[tuple[str, float, int]] = []
+    rows: list[tuple[str, float, int, int]] = []
 
     t0 = time.perf_counter()
     r = client.get("/api/experiments/big")
-    rows.append(("GET /api/experiments/big (cold: analysis rebuilt)", time.perf_counter() - t0, len(r.content)))
+    rows.append(("GET /api/experiments/big (cold: analysis rebuilt)", time.perf_counter() - t0, len(r.content),
+                 r.num_bytes_downloaded))
     base = "/api/experiments/big"
     cursor = r.json()["cursor"]
     for label, path in [
@@ -116,12 +117,12 @@ def main() -> None:
         ("GET .../trials/54321 (detail)", base + "/trials/54321"),
         ("GET .../events?limit=200", base + "/events?limit=200"),
     ]:
-        t, size = timed(client, path, args.repeat)
-        rows.append((label, t, size))
+        rows.append((label, *timed(client, path, args.repeat)))
     queries.request_stop(store, exp.id, "benchmark: one new event")
     t0 = time.perf_counter()
     r = client.get(base + f"/changes?since={cursor}")
-    rows.append(("GET .../changes after a new event (cold)", time.perf_counter() - t0, len(r.content)))
+    rows.append(("GET .../changes after a new event (cold)", time.perf_counter() - t0, len(r.content),
+                 r.num_bytes_downloaded))
 
     spec = parse_spec(SPEC)
     done = [(i, v) for i, st, v in queries.trial_points(store, exp.id) if st == "COMPLETED"]
@@ -145,10 +146,10 @@ def main() -> None:
     print(f"Experiment: {n:,} trials ({len(done):,} completed), 3 objectives, {db.split('///')[0]} ({built}); "
           f"front: {len(fast.indices)} trials")
     print()
-    print("| endpoint | median time | response size |")
-    print("|---|---:|---:|")
-    for label, t, size in rows:
-        print(f"| {label} | {t * 1000:,.0f} ms | {size / 1024:,.0f} KiB |")
+    print("| endpoint | median time | JSON size | sent (gzip) |")
+    print("|---|---:|---:|---:|")
+    for label, t, size, wire in rows:
+        print(f"| {label} | {t * 1000:,.0f} ms | {size / 1024:,.0f} KiB | {wire / 1024:,.0f} KiB |")
     print()
     print("| Pareto computation (3 objectives) | time |")
     print("|---|---:|")

@@ -316,18 +316,22 @@ def _objective_matrix(
             row = [float(values[n]) for n in names]
         except (KeyError, TypeError, ValueError):
             continue
-        if not all(math.isfinite(v) for v in row):
-            continue
-        ok = True
-        for c in constraints:
-            v = values.get(c.metric)
-            if v is None or not math.isfinite(v) or not c.satisfied(float(v)):
-                ok = False
-                break
-        if ok:
-            rows.append(row)
-            idx.append(index)
-    return idx, np.array(rows, dtype=float).reshape(-1, len(names))
+        if constraints:
+            ok = True
+            for c in constraints:
+                v = values.get(c.metric)
+                if v is None or not math.isfinite(v) or not c.satisfied(float(v)):
+                    ok = False
+                    break
+            if not ok:
+                continue
+        rows.append(row)
+        idx.append(index)
+    Y = np.array(rows, dtype=float).reshape(-1, len(names))
+    finite = np.all(np.isfinite(Y), axis=1)
+    if finite.all():
+        return idx, Y
+    return [i for i, f in zip(idx, finite) if f], Y[finite]
 
 
 def compute_front_large(
@@ -379,6 +383,7 @@ def hypervolume_history(
     objectives: Mapping[str, Objective],
     constraints: Sequence[Constraint] = (),
     max_points: int | None = None,
+    reference: Mapping[str, float] | None = None,
 ) -> list[tuple[int, float]]:
     """Same result as `hypervolume_trace`, computed incrementally.
 
@@ -391,11 +396,15 @@ def hypervolume_history(
     `max_points` checkpoints (fewer when the front holds thousands of points, so
     the cost stays bounded), always including the last trial. Every value
     reported is the exact hypervolume after that trial.
+
+    `reference` is the reference point `compute_front_large` found for the same
+    trials (pass it when already known; it is computed otherwise).
     """
-    full = compute_front_large(trials, objectives, constraints)
+    if reference is None:
+        reference = compute_front_large(trials, objectives, constraints).reference
     names = list(objectives)
     signs = np.array([1.0 if objectives[n].maximize else -1.0 for n in names])
-    ref = np.array([full.reference[n] for n in names]) * signs
+    ref = np.array([reference[n] for n in names]) * signs
     ordered = sorted(trials, key=lambda t: t[0])
     idx, Y = _objective_matrix(ordered, objectives, constraints)
     Y = Y * signs

@@ -70,7 +70,8 @@ def analyze(store: Store, experiment: ExperimentRecord, cursor: int) -> Experime
         counts[st] = counts.get(st, 0) + 1
     done = [(i, v) for i, st, v in rows if st == TrialStatus.COMPLETED.value]
     front = compute_front_large(done, spec.objectives, spec.parsed_constraints)
-    history = hypervolume_history(done, spec.objectives, spec.parsed_constraints, max_points=HISTORY_POINTS)
+    history = hypervolume_history(done, spec.objectives, spec.parsed_constraints, max_points=HISTORY_POINTS,
+                                  reference=front.reference)
     return ExperimentAnalysis(
         experiment=experiment,
         spec=spec,

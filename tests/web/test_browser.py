@@ -134,8 +134,8 @@ def test_the_page_follows_a_running_experiment_without_reloading(page: Any, serv
         f"document.getElementById('pareto').dataset.points === '{before + 2}'", timeout=20_000
     )
     assert page.evaluate("window.__marker") == "same page"
-    assert page.locator("#trials tbody tr").count() == 8
-    assert "7" in page.inner_text("#events")
+    page.wait_for_function("document.querySelectorAll('#trials tbody tr').length === 8", timeout=10_000)
+    assert "trial 7 completed" in page.inner_text("#events")
     full_reads = [u for u in requests if u.endswith("/api/experiments/growing/points")]
     assert len(full_reads) == 1, "live updates must fetch changes, not every point again"
     assert any("/changes?since=" in u for u in requests)
