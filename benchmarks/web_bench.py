@@ -115,7 +115,7 @@ def main() -> None:
         ("GET .../parallel (2,000 trials)", base + "/parallel"),
         ("GET .../changes (nothing new)", base + f"/changes?since={cursor}"),
         ("GET .../trials/54321 (detail)", base + "/trials/54321"),
-        ("GET .../events?limit=200", base + "/events?limit=200"),
+        ("GET .../events?latest=true&limit=200", base + "/events?latest=true&limit=200"),
     ]:
         rows.append((label, *timed(client, path, args.repeat)))
     queries.request_stop(store, exp.id, "benchmark: one new event")

@@ -298,3 +298,11 @@ def import_finished_trials(
         for start in range(0, len(event_rows), 5000):
             s.execute(insert(EventRow), event_rows[start : start + 5000])
     return len(trial_rows)
+
+
+def latest_events(store: Store, experiment_id: int, limit: int = 200) -> list[EventRecord]:
+    """The experiment's `limit` most recent events, oldest first."""
+    with store._session() as s:  # noqa: SLF001
+        q = select(EventRow).where(EventRow.experiment_id == experiment_id).order_by(EventRow.id.desc()).limit(limit)
+        rows = list(s.scalars(q))
+        return [EventRecord(r.id, r.experiment_id, r.time, r.kind, r.message, r.trial_index) for r in reversed(rows)]

@@ -237,10 +237,17 @@ def events(
     name: Name,
     after: Annotated[int, Query(ge=0, le=2**62)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+    latest: bool = False,
 ) -> dict[str, Any]:
+    """Events after event `after`, oldest first; with `latest`, the `limit` most recent ones instead."""
     st = state(request)
     exp = st.store.get_experiment(name)
-    return {"events": [serializers.event(e) for e in st.store.events(exp.id, after_id=after, limit=limit)]}
+    found = (
+        queries.latest_events(st.store, exp.id, limit)
+        if latest
+        else st.store.events(exp.id, after_id=after, limit=limit)
+    )
+    return {"events": [serializers.event(e) for e in found]}
 
 
 @router.get("/experiments/{name}/trials/{index}", summary="One trial: parameters, curves, timeline, job handle")

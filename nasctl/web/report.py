@@ -74,8 +74,8 @@ def report_data(store: Store, name: str, diagnostics: bool = True) -> dict[str, 
             base + "/points": serializers.points(a),
             base + "/hypervolume": serializers.hypervolume_trace(a),
             base + "/parallel": serializers.parallel(a, queries.trial_parameters(store, exp.id, chosen), chosen),
-            base + "/events?limit=200": {
-                "events": [serializers.event(e) for e in store.events(exp.id, limit=200)]
+            base + "/events?latest=true&limit=200": {
+                "events": [serializers.event(e) for e in queries.latest_events(store, exp.id, 200)]
             },
         },
         "trials": table,

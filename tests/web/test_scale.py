@@ -103,6 +103,8 @@ def test_page_queries_on_every_database(db_url: str) -> None:
     new_cursor, changed, _ = queries.changed_trial_indices(store, exp.id, cursor)
     assert new_cursor > cursor and changed == {4}
     assert [e.kind for e in queries.trial_events(store, exp.id, 4)] == ["candidate", "submitted", "finished", "note"]
+    assert [(e.kind, e.trial_index) for e in queries.latest_events(store, exp.id, 2)] == [
+        ("finished", 29), ("note", 4)]
     eid = queries.request_cancel(store, exp.id, 5, "too slow")
     assert queries.requests_after(store, exp.id) == [queries.OperatorRequest(eid, "cancel_requested", 5, "too slow")]
     store.close()

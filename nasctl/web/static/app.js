@@ -400,7 +400,7 @@ async function experimentPage() {
   document.getElementById("prev").addEventListener("click", () => { X.page.offset = Math.max(0, X.page.offset - Number(document.getElementById("f-limit").value)); loadTable(); });
   document.getElementById("next").addEventListener("click", () => { X.page.offset += Number(document.getElementById("f-limit").value); loadTable(); });
   const [pts, hv, par, ev] = await Promise.all([api(base + "/points"), api(base + "/hypervolume"), api(base + "/parallel"),
-    api(base + "/events?limit=200").catch(() => ({ events: [] }))]);
+    api(base + "/events?latest=true&limit=200")]);
   setPoints(pts);
   X.hv = hv;
   X.cursor = pts.cursor;
