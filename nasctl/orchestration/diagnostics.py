@@ -85,8 +85,8 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
 
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in metrics}
     for res in results:
-        ax_index = res.observed.features.trial_index
-        trial_index = None if ax_index is None else ours_by_ax_index.get(int(ax_index))
+        held_out = res.observed.features.trial_index
+        trial_index = None if held_out is None else ours_by_ax_index.get(int(held_out))
         if trial_index is None:
             continue
         observed = res.observed.data.means_dict

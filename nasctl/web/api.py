@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from nasctl import __version__
 from nasctl.errors import BadInputError, NasctlError, NotFoundError
-from nasctl.spec import ChoiceParameter, Constraint, parse_constraint
+from nasctl.spec import ChoiceParameter, Constraint, parse_constraint, spec_from_dict
 from nasctl.store import Store
 from nasctl.store import queries
 from nasctl.types import TrialStatus
@@ -210,7 +210,7 @@ def changes(
     if queries.change_cursor(st.store, exp.id) <= since:
         return {"changed": False, "cursor": since}
     a = st.cache.get(name)
-    cursor, indices, _ = queries.changed_trial_indices(st.store, exp.id, since)
+    _, indices, _ = queries.changed_trial_indices(st.store, exp.id, since)
     pts = serializers.points(a)
     pos = {i: k for k, i in enumerate(a.indices)}
     rows = [pos[i] for i in sorted(indices) if i in pos]
@@ -227,7 +227,9 @@ def changes(
         "front": pts["front"],
         "reference_point": pts["reference_point"],
         "hypervolume": serializers.hypervolume_trace(a, min(indices) if indices else None),
-        "events": [serializers.event(e) for e in st.store.events(exp.id, after_id=since, limit=200)],
+        "events": [
+            serializers.event(e) for e in st.store.events(exp.id, after_id=since, limit=200) if e.id <= a.cursor
+        ],
     }
 
 
@@ -254,12 +256,12 @@ def events(
 def trial(request: Request, name: Name, index: Annotated[int, Path(ge=0, le=2**31 - 1)]) -> dict[str, Any]:
     st = state(request)
     exp = st.store.get_experiment(name)
-    a = st.cache.get(name)
+    spec = spec_from_dict(exp.spec)
     t = st.store.get_trial(exp.id, index)
     curves: dict[str, list[tuple[int, float]]] = {}
     for o in st.store.observations(t.id):
         curves.setdefault(o.metric, []).append((o.step, o.value))
-    return serializers.trial_detail(t, a.spec, curves, queries.trial_events(st.store, exp.id, index))
+    return serializers.trial_detail(t, spec, curves, queries.trial_events(st.store, exp.id, index))
 
 
 @router.get("/experiments/{name}/trials/{index}/log", summary="The tail of a trial's job log")

@@ -16,7 +16,7 @@ from typing import Any
 from nasctl.orchestration.service import trial_row
 from nasctl.spec import ExperimentSpec
 from nasctl.store.queries import TrialPage
-from nasctl.types import EventRecord, ExperimentRecord, TrialRecord, TrialStatus
+from nasctl.types import EventRecord, TrialRecord, TrialStatus
 from nasctl.web.analysis import ExperimentAnalysis
 
 TERMINAL = {s.value for s in TrialStatus if s.is_terminal}
@@ -176,7 +176,3 @@ def parallel(a: ExperimentAnalysis, params: dict[int, dict[str, Any]], chosen: S
         "objectives": objectives(a.spec),
         "total_completed": sum(1 for s in a.statuses if s == TrialStatus.COMPLETED.value),
     }
-
-
-def experiment_ref(e: ExperimentRecord) -> dict[str, Any]:
-    return {"name": e.name, "status": e.status.value}
