@@ -170,3 +170,37 @@ def test_experiments_list_and_diagnostics_pages(page: Any, server: Server, scree
     assert "fitted on 9 completed trials" in page.inner_text("#message")
     page.screenshot(path=str(screenshots / "diagnostics.png"), full_page=True)
     assert not page.errors
+
+
+def test_edge_cases_render_without_errors(page: Any, server: Server) -> None:
+    from nasctl.spec import parse_spec, spec_to_dict
+
+    store = Store(server.url)
+    add_synthetic(store, "empty", 0)
+    single = parse_spec("""
+name: single
+search_space: {x: {type: float, low: 0, high: 1}}
+objectives: {acc: {goal: maximize}}
+budget: {max_trials: 5}
+trial: {script: train.py}
+""")
+    exp = store.create_experiment("single", spec_to_dict(single), "/nonexistent/single")
+    for i in range(3):
+        t = store.add_trial(exp.id, i, {"x": i / 3}, "Sobol", f"single-{i}", "")
+        t = store.mark_trial_running(t.id, "h", "local_cwd", {})
+        store.finish_trial(t.id, TrialStatus.FAILED if i == 0 else TrialStatus.COMPLETED, {"acc": i / 3})
+    # a failed trial that logged its objective is drawn too (as failed); one objective: both axes show it
+    assert expected_plotted(server.base, "single", "acc", "acc") == 3
+    for name, points in (("empty", "0"), ("single", "3")):
+        page.goto(f"{server.base}/experiments/{name}")
+        wait_ready(page)
+        assert page.get_attribute("#pareto", "data-points") == points
+    page.goto(f"{server.base}/experiments/empty/diagnostics")
+    page.wait_for_function("document.getElementById('message').className === 'error'")
+    assert "cross-validation needs at least" in page.inner_text("#message")
+    page.goto(f"{server.base}/experiments/nope")
+    page.wait_for_function("document.getElementById('message').className === 'error'")
+    assert "no experiment named 'nope'" in page.inner_text("#message")
+    page.goto(f"{server.base}/experiments/single/trials/77")
+    page.wait_for_function("document.getElementById('message').className === 'error'")
+    assert not page.errors

@@ -399,6 +399,7 @@ async function experimentPage() {
   document.getElementById("f-limit").addEventListener("change", () => { X.page.offset = 0; loadTable(); });
   document.getElementById("prev").addEventListener("click", () => { X.page.offset = Math.max(0, X.page.offset - Number(document.getElementById("f-limit").value)); loadTable(); });
   document.getElementById("next").addEventListener("click", () => { X.page.offset += Number(document.getElementById("f-limit").value); loadTable(); });
+  if (REPORT) document.getElementById("f-where").parentElement.remove();
   const [pts, hv, par, ev] = await Promise.all([api(base + "/points"), api(base + "/hypervolume"), api(base + "/parallel"),
     api(base + "/events?latest=true&limit=200")]);
   setPoints(pts);
