@@ -89,15 +89,21 @@ def changed_trial_indices(store: Store, experiment_id: int, after_id: int) -> tu
     return cursor, indices, any(r[1] is None for r in rows)
 
 
-def trial_points(store: Store, experiment_id: int) -> list[tuple[int, str, dict[str, float]]]:
-    """(index, status, values) of every trial, in index order: what plots need, nothing more."""
+def trial_points(
+    store: Store, experiment_id: int, indices: Iterable[int] | None = None
+) -> list[tuple[int, str, dict[str, float]]]:
+    """(index, status, values) of every trial (or of the given ones), in index order:
+    what plots need, nothing more."""
+    base = select(TrialRow.index, TrialRow.status, TrialRow.values).where(TrialRow.experiment_id == experiment_id)
     with store._session() as s:  # noqa: SLF001
-        q = (
-            select(TrialRow.index, TrialRow.status, TrialRow.values)
-            .where(TrialRow.experiment_id == experiment_id)
-            .order_by(TrialRow.index)
-        )
-        return [(int(i), str(st), dict(v or {})) for i, st, v in s.execute(q)]
+        if indices is None:
+            return [(int(i), str(st), dict(v or {})) for i, st, v in s.execute(base.order_by(TrialRow.index))]
+        wanted = sorted(set(indices))
+        out: list[tuple[int, str, dict[str, float]]] = []
+        for start in range(0, len(wanted), 900):
+            q = base.where(TrialRow.index.in_(wanted[start : start + 900])).order_by(TrialRow.index)
+            out.extend((int(i), str(st), dict(v or {})) for i, st, v in s.execute(q))
+        return out
 
 
 def trial_parameters(store: Store, experiment_id: int, indices: Iterable[int]) -> dict[int, dict[str, Any]]:

@@ -4,7 +4,8 @@ Deriving the front of 100,000 trials takes a fraction of a second; the pages
 ask for it every few seconds while an experiment runs. The cache key is the
 experiment's change cursor (its latest event id, see
 `nasctl.store.queries.change_cursor`), so the data is recomputed only after
-the store recorded something new.
+the store recorded something new, and then incrementally: only the trials
+named by the events since the cached cursor are read again.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class ExperimentAnalysis:
     front: FrontResult
     hv_history: list[tuple[int, float]]
     counts: dict[str, int] = field(default_factory=dict)
+    rows: list[tuple[int, str, dict[str, float]]] = field(default_factory=list, repr=False)
 
     @property
     def metrics(self) -> list[str]:
@@ -55,10 +57,20 @@ def _finite(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def analyze(store: Store, experiment: ExperimentRecord, cursor: int) -> ExperimentAnalysis:
-    """Read the trial columns and derive the front and hypervolume history (no cache)."""
+def analyze(
+    store: Store,
+    experiment: ExperimentRecord,
+    cursor: int,
+    rows: list[tuple[int, str, dict[str, float]]] | None = None,
+) -> ExperimentAnalysis:
+    """Derive the columns, front and hypervolume history (no cache).
+
+    `rows` are the trials' (index, status, values) in index order as of
+    `cursor`; they are read from the store when not given.
+    """
     spec = spec_from_dict(experiment.spec)
-    rows = queries.trial_points(store, experiment.id)
+    if rows is None:
+        rows = queries.trial_points(store, experiment.id)
     metrics: list[str] = list(spec.metric_names)
     for _, _, vals in rows:
         for m in vals:
@@ -82,7 +94,20 @@ def analyze(store: Store, experiment: ExperimentRecord, cursor: int) -> Experime
         front=front,
         hv_history=history,
         counts=counts,
+        rows=rows,
     )
+
+
+def refresh(store: Store, experiment: ExperimentRecord, previous: ExperimentAnalysis) -> ExperimentAnalysis:
+    """`previous` brought up to date by reading only the trials changed since its cursor."""
+    cursor, changed, _ = queries.changed_trial_indices(store, experiment.id, previous.cursor)
+    rows = previous.rows
+    if changed:
+        fresh = queries.trial_points(store, experiment.id, changed)
+        by_index = {r[0]: r for r in rows}
+        by_index.update((r[0], r) for r in fresh)
+        rows = [by_index[i] for i in sorted(by_index)]
+    return analyze(store, experiment, cursor, rows)
 
 
 class AnalysisCache:
@@ -113,7 +138,10 @@ class AnalysisCache:
                 hit = self._entries.get(name)
                 if hit is not None and hit.cursor == cursor and hit.experiment.id == experiment.id:
                     return hit
-            result = analyze(self.store, experiment, cursor)
+            if hit is not None and hit.experiment.id == experiment.id and hit.cursor < cursor:
+                result = refresh(self.store, experiment, hit)
+            else:
+                result = analyze(self.store, experiment, cursor)
             with self._lock:
                 self._entries.pop(name, None)
                 self._entries[name] = result

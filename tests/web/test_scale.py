@@ -19,7 +19,7 @@ from nasctl.pareto import (
 )
 from nasctl.spec import Objective, parse_constraint
 from nasctl.store import Store, queries
-from nasctl.types import TrialStatus
+from nasctl.types import ExperimentStatus, TrialStatus
 from tests.web.conftest import add_synthetic
 
 
@@ -124,3 +124,26 @@ def test_sampled_history_reports_exact_values_at_checkpoints() -> None:
     short, ref = hypervolume_history(trials[:40], objs, max_points=50), hypervolume_trace(trials[:40], objs)
     assert [i for i, _ in short] == [i for i, _ in ref]
     assert [h for _, h in short] == pytest.approx([h for _, h in ref])
+
+
+def test_cached_analysis_is_refreshed_incrementally_and_equals_a_full_one(tmp_path: object) -> None:
+    from nasctl.web.analysis import AnalysisCache, analyze
+
+    store = Store(f"sqlite:///{tmp_path}/inc.db", create=True)
+    exp = add_synthetic(store, "inc", 20, finish=False)
+    cache = AnalysisCache(store)
+    first = cache.get("inc")
+    assert first.counts["RUNNING"] == 20 and first.front.indices == []
+    trials = store.list_trials(exp.id)
+    for t in trials[:12]:
+        store.finish_trial(t.id, TrialStatus.COMPLETED, {"acc": 0.1 + t.index / 30, "size": 50 - t.index, "lat": 1.0})
+    store.finish_trial(trials[12].id, TrialStatus.FAILED, failure_reason="x")
+    t = store.add_trial(exp.id, 20, {"x": 0.5, "act": "relu"}, "MBM", "inc-20", "")
+    store.set_experiment_status(exp.id, ExperimentStatus.STOPPED)
+    inc = cache.get("inc")
+    full = analyze(store, store.get_experiment("inc"), queries.change_cursor(store, exp.id))
+    assert inc is not first and inc.cursor == full.cursor
+    assert (inc.indices, inc.statuses, inc.values, inc.counts) == (full.indices, full.statuses, full.values, full.counts)
+    assert inc.front == full.front and inc.hv_history == full.hv_history
+    assert inc.experiment.status.value == "STOPPED" and inc.counts["CANDIDATE"] == 1
+    assert cache.get("inc") is inc
