@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from nasctl.store import Store
 from nasctl.types import Observation, TrialStatus
 from tests.web.conftest import TOKEN, Server, add_synthetic
+
+pytestmark = pytest.mark.browser
 
 EVIL = "<img src=x onerror=\"window.__xss=1\">"
 

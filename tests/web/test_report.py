@@ -8,12 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from nasctl.cli.cmd_web import is_loopback
 from nasctl.store import Store
 from nasctl.web.report import _script_json
 from tests.web.conftest import RealExperiment, add_synthetic, env
 
 
+@pytest.mark.browser
 def test_report_is_self_contained_and_renders_offline(
     tiny: RealExperiment, tmp_path: Path, page: Any, screenshots: Path
 ) -> None:
