@@ -78,14 +78,17 @@ def main() -> None:
         cmd_export,
         cmd_ls,
         cmd_pareto,
+        cmd_report,
         cmd_resume,
         cmd_run,
         cmd_status,
         cmd_stop,
         cmd_trials,
+        cmd_web,
     )
 
-    for mod in (cmd_run, cmd_resume, cmd_stop, cmd_ls, cmd_status, cmd_trials, cmd_pareto, cmd_export, cmd_db):
+    for mod in (cmd_run, cmd_resume, cmd_stop, cmd_ls, cmd_status, cmd_trials, cmd_pareto, cmd_export, cmd_web,
+                cmd_report, cmd_db):
         cli.add_command(mod.command)
     cli(prog_name="nasctl")
 

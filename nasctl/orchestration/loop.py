@@ -39,15 +39,13 @@ from nasctl.pareto import compute_front
 from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
 from nasctl.search_spaces import get_search_space
 from nasctl.spec import ExperimentSpec
-from nasctl.store import Store
+from nasctl.store import Store, queries
 from nasctl.types import ExperimentRecord, ExperimentStatus, ParamValue, TrialRecord, TrialStatus
 
 LOG_TAIL_LINES = 40
 LEASE_STALE_SECONDS = 30.0
 HEARTBEAT_SECONDS = 5.0
 REQUEST_POLL_SECONDS = 1.0
-STOP_REQUESTED = "stop_requested"  # event data: {"cancel": bool}
-CANCEL_REQUESTED = "cancel_requested"  # event trial_index: the trial to cancel
 
 
 def owner_id() -> str:
@@ -350,11 +348,10 @@ class Orchestrator:
     # --- steps -------------------------------------------------------------------
     def _check_requests(self) -> None:
         """Stop/cancel requests recorded in the store by `nasctl stop` or the dashboard."""
-        for ev in self.store.events(self.exp.id, after_id=self._last_event_id, kinds=(STOP_REQUESTED, CANCEL_REQUESTED)):
-            self._last_event_id = max(self._last_event_id, ev.id)
-            if ev.kind == STOP_REQUESTED:
-                cancel = bool((ev.data or {}).get("cancel"))
-                self.request_stop("stopped by `nasctl stop`" + (" --cancel" if cancel else ""), cancel)
+        for ev in queries.requests_after(self.store, self.exp.id, self._last_event_id):
+            self._last_event_id = max(self._last_event_id, ev.event_id)
+            if ev.kind == queries.STOP_REQUESTED:
+                self.request_stop(f"stopped ({ev.reason})" if ev.reason else "stopped on request", ev.cancel)
             elif ev.trial_index is not None and ev.trial_index in self._running:
                 run = self._running[ev.trial_index]
                 self._cancel_quietly(run)

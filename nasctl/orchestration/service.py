@@ -200,13 +200,12 @@ def request_stop(store: Store, name: str, cancel: bool) -> dict[str, Any]:
     """Stop an experiment. With a live orchestrator, record a request it acts on
     within a second; without one, stop it here: with `cancel`, running trials
     are cancelled and ABANDONED, else they are left for `nasctl resume`."""
-    from nasctl.orchestration.loop import STOP_REQUESTED
     from nasctl.runners.base import SubmittedJob
+    from nasctl.store import queries
 
     exp = store.get_experiment(name)
     if _orchestrator_alive(exp):
-        store.add_event(exp.id, STOP_REQUESTED, "stop requested" + (" (cancel running trials)" if cancel else ""),
-                        data={"cancel": cancel})
+        queries.request_stop(store, exp.id, "by `nasctl stop" + (" --cancel`" if cancel else "`"), cancel=cancel)
         return {"experiment": name, "orchestrator": exp.lease_owner, "requested": True, "cancel": cancel}
     spec = spec_from_dict(exp.spec)
     cancelled = []

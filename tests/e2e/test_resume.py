@@ -150,7 +150,7 @@ def test_stop_command(tmp_path: Path) -> None:
     proc.communicate(timeout=60)
     assert proc.returncode == 1
     status = json.loads(run_cli("status", name, "--db", db, "--json").stdout)
-    assert status["status"] == "STOPPED" and status["status_reason"] == "stopped by `nasctl stop`"
+    assert status["status"] == "STOPPED" and status["status_reason"] == "stopped (by `nasctl stop`)"
     assert status["trials"]["RUNNING"] == 2 and len(trial_processes(name, hold)) == 2
     # no orchestrator now: --cancel cancels the trials itself
     res = json.loads(run_cli("stop", name, "--cancel", "--db", db, "--json").stdout)
@@ -184,3 +184,28 @@ def test_stop_cancel_with_live_orchestrator(tmp_path: Path) -> None:
     while trial_processes(name, hold):
         assert time.monotonic() < deadline
         time.sleep(0.1)
+
+
+def test_cancel_one_trial_on_request(tmp_path: Path) -> None:
+    """What the dashboard's "cancel trial" records: the loop cancels that trial only."""
+    from nasctl.store import queries
+
+    name = "cancelone"
+    spec, db = write_spec(tmp_path, name, max_trials=3), f"sqlite:///{tmp_path}/o.db"
+    hold = tmp_path / "hold"
+    hold.touch()
+    proc = start(["run", str(spec), "--db", db, "--json"], tmp_path, {"NASCTL_TEST_HOLD": str(hold)})
+    wait_running(db, name, 2, proc, hold)
+    store = Store(db)
+    exp = store.get_experiment(name)
+    queries.request_cancel(store, exp.id, 0, "not promising")
+    deadline = time.monotonic() + 30
+    while store.get_trial(exp.id, 0).status != TrialStatus.ABANDONED:
+        assert time.monotonic() < deadline, "the cancel request was not honoured"
+        time.sleep(0.1)
+    hold.unlink()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    trials = {t.index: t for t in store.list_trials(exp.id)}
+    assert trials[0].status == TrialStatus.ABANDONED and trials[0].failure_reason == "cancelled on request"
+    assert trials[1].status == trials[2].status == TrialStatus.COMPLETED

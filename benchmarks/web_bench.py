@@ -1,0 +1,162 @@
+"""Dashboard endpoint timings on one experiment of 100,000 trials with 3 objectives.
+
+    python benchmarks/web_bench.py [--trials 100000] [--db sqlite:///web_bench.db] [--repeat 5]
+
+Builds the experiment once (bulk import through `nasctl.store.queries`), then
+calls the real FastAPI app in process (httpx through ASGI, no network) and
+prints a markdown table: median of `--repeat` calls, except "cold" rows, which
+are the first call after the store changed (the per-experiment analysis is
+rebuilt). It also times the 3-objective Pareto front against the reference
+pairwise-style implementation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+from fastapi.testclient import TestClient
+
+from nasctl.pareto import compute_front, compute_front_large, pareto_mask, pareto_mask_3d
+from nasctl.spec import parse_spec, spec_to_dict
+from nasctl.store import Store, queries
+from nasctl.types import TrialStatus
+from nasctl.web import create_app
+
+SPEC = """
+name: big
+search_space:
+  width: {type: int, low: 8, high: 1024, log: true}
+  depth: {type: int, low: 1, high: 8}
+  lr: {type: float, low: 1.0e-4, high: 1.0e-1, log: true}
+  act: {type: choice, values: [relu, gelu, tanh]}
+objectives:
+  val_acc: {goal: maximize, threshold: 0.5}
+  num_params: {goal: minimize, threshold: 5.0e6}
+  latency_ms: {goal: minimize, threshold: 50}
+budget: {max_trials: 100000, parallelism: 64}
+trial: {script: train.py}
+"""
+
+
+def build(store: Store, n: int, seed: int = 0) -> None:
+    spec = parse_spec(SPEC)
+    exp = store.create_experiment("big", spec_to_dict(spec), "/nonexistent/big")
+    rng = np.random.default_rng(seed)
+    width = np.exp(rng.uniform(np.log(8), np.log(1024), n)).astype(int)
+    depth = rng.integers(1, 9, n)
+    lr = np.exp(rng.uniform(np.log(1e-4), np.log(1e-1), n))
+    acts = rng.choice(["relu", "gelu", "tanh"], n)
+    size = width * width * depth + width * 64
+    acc = 1 - 0.5 * np.exp(-np.log(size) / 6) - 0.1 * np.abs(np.log10(lr) + 2.5) + rng.normal(0, 0.02, n)
+    lat = 0.5 + size / 2e5 + depth * 0.3 + rng.exponential(0.5, n)
+    rows = []
+    for i in range(n):
+        params = {"width": int(width[i]), "depth": int(depth[i]), "lr": float(lr[i]), "act": str(acts[i])}
+        if i % 50 == 7:
+            rows.append((i, params, TrialStatus.FAILED.value, {}))
+        else:
+            rows.append((i, params, TrialStatus.COMPLETED.value,
+                         {"val_acc": float(acc[i]), "num_params": float(size[i]), "latency_ms": float(lat[i])}))
+    queries.import_finished_trials(store, exp.id, rows, "Sobol")
+
+
+def timed(client: TestClient, path: str, repeat: int) -> tuple[float, int, int]:
+    times, size, wire = [], 0, 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        r = client.get(path)
+        times.append(time.perf_counter() - t0)
+        assert r.status_code == 200, (path, r.status_code, r.text[:200])
+        size, wire = len(r.content), r.num_bytes_downloaded
+    return statistics.median(times), size, wire
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=100_000)
+    ap.add_argument("--db", default=None)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    db = args.db or f"sqlite:///{Path('web_bench.db').resolve()}"
+    store = Store(db, create=True)
+    t0 = time.perf_counter()
+    try:
+        store.get_experiment("big")
+        built = "reused"
+    except Exception:
+        build(store, args.trials)
+        built = f"built in {time.perf_counter() - t0:.1f} s"
+    client = TestClient(create_app(store))
+    exp = store.get_experiment("big")
+    n = len(queries.trial_points(store, exp.id))
+    rows: list[tuple[str, float, int, int]] = []
+
+    t0 = time.perf_counter()
+    r = client.get("/api/experiments/big")
+    rows.append(("GET /api/experiments/big (cold: analysis rebuilt)", time.perf_counter() - t0, len(r.content),
+                 r.num_bytes_downloaded))
+    base = "/api/experiments/big"
+    cursor = r.json()["cursor"]
+    for label, path in [
+        ("GET /api/experiments", "/api/experiments"),
+        ("GET /api/experiments/big", base),
+        ("GET .../points (all trials, columns)", base + "/points"),
+        ("GET .../hypervolume", base + "/hypervolume"),
+        ("GET .../trials?limit=50 (by index)", base + "/trials?limit=50"),
+        ("GET .../trials sorted by val_acc desc", base + "/trials?limit=50&sort=values.val_acc&desc=true"),
+        ("GET .../trials filtered + sorted by a parameter",
+         base + "/trials?limit=50&status=COMPLETED&where=val_acc%3E%3D0.8&where=latency_ms%3C%3D5&sort=parameters.width"),
+        ("GET .../trials page at offset 90,000", base + "/trials?limit=50&offset=90000"),
+        ("GET .../parallel (2,000 trials)", base + "/parallel"),
+        ("GET .../changes (nothing new)", base + f"/changes?since={cursor}"),
+        ("GET .../trials/54321 (detail)", base + "/trials/54321"),
+        ("GET .../events?latest=true&limit=200", base + "/events?latest=true&limit=200"),
+    ]:
+        rows.append((label, *timed(client, path, args.repeat)))
+    queries.request_stop(store, exp.id, "benchmark: one new event")
+    t0 = time.perf_counter()
+    r = client.get(base + f"/changes?since={cursor}")
+    rows.append(("GET .../changes after a new event (cold)", time.perf_counter() - t0, len(r.content),
+                 r.num_bytes_downloaded))
+
+    spec = parse_spec(SPEC)
+    done = [(i, v) for i, st, v in queries.trial_points(store, exp.id) if st == "COMPLETED"]
+    Y = np.array([[v["val_acc"], -v["num_params"], -v["latency_ms"]] for _, v in done])
+    pareto_rows = []
+    t0 = time.perf_counter()
+    m1 = pareto_mask_3d(Y)
+    pareto_rows.append(("pareto_mask_3d (sort + sweep)", time.perf_counter() - t0))
+    t0 = time.perf_counter()
+    m2 = pareto_mask(Y)
+    pareto_rows.append(("pareto_mask (reference, O(n x front))", time.perf_counter() - t0))
+    assert (m1 == m2).all()
+    t0 = time.perf_counter()
+    fast = compute_front_large(done, spec.objectives)
+    pareto_rows.append(("compute_front_large", time.perf_counter() - t0))
+    t0 = time.perf_counter()
+    slow = compute_front(done, spec.objectives)
+    pareto_rows.append(("compute_front (reference)", time.perf_counter() - t0))
+    assert fast.indices == slow.indices
+
+    print(f"Experiment: {n:,} trials ({len(done):,} completed), 3 objectives, {db.split('///')[0]} ({built}); "
+          f"front: {len(fast.indices)} trials")
+    print()
+    print("| endpoint | median time | JSON size | sent (gzip) |")
+    print("|---|---:|---:|---:|")
+    for label, t, size, wire in rows:
+        print(f"| {label} | {t * 1000:,.0f} ms | {size / 1024:,.0f} KiB | {wire / 1024:,.0f} KiB |")
+    print()
+    print("| Pareto computation (3 objectives) | time |")
+    print("|---|---:|")
+    for label, t in pareto_rows:
+        print(f"| {label} | {t * 1000:,.0f} ms |")
+    print(json.dumps({"trials": n, "front": len(fast.indices)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""Read queries for dashboards and large experiments, and operator requests.
+
+Functions here take a `Store` and use its engine; they return plain records or
+tuples, never ORM objects, like the `Store` methods. They exist so that a page
+over 100,000 trials reads one page of rows (sorted and filtered by the
+database), or only the columns a plot needs, instead of every full record.
+
+Operator requests (`request_stop`, `request_cancel`) are events in the
+experiment's audit trail. The orchestrator lives in another process; it honours
+them by reading `requests_after` at each loop step:
+
+- kind `stop_requested`, `trial_index` NULL, data `{"reason": str}`: stop the
+  experiment cleanly (as on SIGTERM: cancel running trials, mark it STOPPED).
+- kind `cancel_requested`, `trial_index` = the trial, data `{"reason": str}`:
+  cancel that trial's job and mark it ABANDONED.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import case, func, insert, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from nasctl.spec import Constraint
+from nasctl.store.models import EventRow, TrialRow
+from nasctl.store.store import Store, _trial, utcnow
+from nasctl.types import EventRecord, TrialRecord, TrialStatus
+
+STOP_REQUESTED = "stop_requested"
+CANCEL_REQUESTED = "cancel_requested"
+
+#: Columns a trial page can be sorted by, besides metric values and parameters.
+SORT_COLUMNS = ("index", "status", "generation_method", "created_at", "started_at", "ended_at")
+
+
+@dataclass(frozen=True)
+class SortKey:
+    """What to sort a trial page by.
+
+    `field` is one of `SORT_COLUMNS` (kind "column"), a metric name (kind
+    "value") or a parameter name (kind "parameter"). `numeric` says whether a
+    metric or parameter compares as a number (else as text).
+    """
+
+    field: str = "index"
+    kind: Literal["column", "value", "parameter"] = "column"
+    descending: bool = False
+    numeric: bool = True
+
+
+@dataclass(frozen=True)
+class TrialPage:
+    """One page of trials and how many trials match the filter in all."""
+
+    total: int
+    trials: list[TrialRecord]
+
+
+def change_cursor(store: Store, experiment_id: int) -> int:
+    """The id of the experiment's latest event (0 if none).
+
+    Every trial change the store records (proposed, submitted, finished) and
+    every status change adds an event, so an unchanged cursor means nothing
+    to refresh.
+    """
+    with store._session() as s:  # noqa: SLF001 - queries are part of the store package
+        top = s.scalar(select(func.max(EventRow.id)).where(EventRow.experiment_id == experiment_id))
+        return int(top or 0)
+
+
+def changed_trial_indices(store: Store, experiment_id: int, after_id: int) -> tuple[int, set[int], bool]:
+    """Trials touched by events after event `after_id`.
+
+    Returns:
+        (new cursor, trial indices named by those events, whether any event
+        concerned the experiment itself, e.g. a status change).
+    """
+    with store._session() as s:  # noqa: SLF001
+        rows = s.execute(
+            select(EventRow.id, EventRow.trial_index).where(
+                EventRow.experiment_id == experiment_id, EventRow.id > after_id
+            )
+        ).all()
+    cursor = max((r[0] for r in rows), default=after_id)
+    indices = {int(r[1]) for r in rows if r[1] is not None}
+    return cursor, indices, any(r[1] is None for r in rows)
+
+
+def trial_points(
+    store: Store, experiment_id: int, indices: Iterable[int] | None = None
+) -> list[tuple[int, str, dict[str, float]]]:
+    """(index, status, values) of every trial (or of the given ones), in index order:
+    what plots need, nothing more."""
+    base = select(TrialRow.index, TrialRow.status, TrialRow.values).where(TrialRow.experiment_id == experiment_id)
+    with store._session() as s:  # noqa: SLF001
+        if indices is None:
+            return [(int(i), str(st), dict(v or {})) for i, st, v in s.execute(base.order_by(TrialRow.index))]
+        wanted = sorted(set(indices))
+        out: list[tuple[int, str, dict[str, float]]] = []
+        for start in range(0, len(wanted), 900):
+            q = base.where(TrialRow.index.in_(wanted[start : start + 900])).order_by(TrialRow.index)
+            out.extend((int(i), str(st), dict(v or {})) for i, st, v in s.execute(q))
+        return out
+
+
+def trial_parameters(store: Store, experiment_id: int, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """Parameters of the given trials, by trial index (missing indices are left out)."""
+    wanted = sorted(set(indices))
+    out: dict[int, dict[str, Any]] = {}
+    with store._session() as s:  # noqa: SLF001
+        for start in range(0, len(wanted), 900):
+            chunk = wanted[start : start + 900]
+            q = select(TrialRow.index, TrialRow.parameters).where(
+                TrialRow.experiment_id == experiment_id, TrialRow.index.in_(chunk)
+            )
+            for i, p in s.execute(q):
+                out[int(i)] = dict(p or {})
+    return out
+
+
+def trials_by_index(store: Store, experiment_id: int, indices: Iterable[int]) -> list[TrialRecord]:
+    """Full records of the given trials, in index order (missing indices are left out)."""
+    wanted = sorted(set(indices))
+    out: list[TrialRecord] = []
+    with store._session() as s:  # noqa: SLF001
+        for start in range(0, len(wanted), 900):
+            chunk = wanted[start : start + 900]
+            q = (
+                select(TrialRow)
+                .where(TrialRow.experiment_id == experiment_id, TrialRow.index.in_(chunk))
+                .order_by(TrialRow.index)
+            )
+            out.extend(_trial(r) for r in s.scalars(q))
+    return out
+
+
+def _json_field(column: Any, name: str, numeric: bool) -> ColumnElement[Any]:
+    element = column[name]
+    return element.as_float() if numeric else element.as_string()  # type: ignore[no-any-return]
+
+
+def page_trials(
+    store: Store,
+    experiment_id: int,
+    *,
+    offset: int = 0,
+    limit: int = 50,
+    sort: SortKey = SortKey(),
+    statuses: Sequence[TrialStatus] | None = None,
+    value_filters: Sequence[Constraint] = (),
+) -> TrialPage:
+    """One page of trials, sorted and filtered by the database.
+
+    Args:
+        offset, limit: the page (limit 1..1000).
+        sort: the sort key; trials without the sorted metric/parameter come last,
+            ties are broken by trial index.
+        statuses: keep only trials in these states (None: all).
+        value_filters: keep only trials whose metric values satisfy every
+            constraint (`val_acc >= 0.9`); a trial without the metric is left out.
+
+    Raises:
+        ValueError: an unknown sort column or a limit out of range.
+    """
+    if not 1 <= limit <= 1000 or offset < 0:
+        raise ValueError(f"page offset {offset} / limit {limit} out of range (limit 1..1000, offset >= 0)")
+    conds: list[ColumnElement[bool]] = [TrialRow.experiment_id == experiment_id]
+    if statuses is not None:
+        conds.append(TrialRow.status.in_([st.value for st in statuses]))
+    for c in value_filters:
+        expr = _json_field(TrialRow.values, c.metric, True)
+        conds.append(expr <= c.bound if c.op == "<=" else expr >= c.bound)
+    if sort.kind == "column":
+        if sort.field not in SORT_COLUMNS:
+            raise ValueError(f"cannot sort by {sort.field!r}; use one of {', '.join(SORT_COLUMNS)}")
+        key: ColumnElement[Any] = getattr(TrialRow, sort.field)
+    elif sort.kind == "value":
+        key = _json_field(TrialRow.values, sort.field, sort.numeric)
+    else:
+        key = _json_field(TrialRow.parameters, sort.field, sort.numeric)
+    # (key IS NULL) first keeps missing values last on every backend (MySQL has no NULLS LAST)
+    order = [case((key.is_(None), 1), else_=0), key.desc() if sort.descending else key.asc(), TrialRow.index.asc()]
+    with store._session() as s:  # noqa: SLF001
+        total = int(s.scalar(select(func.count(TrialRow.id)).where(*conds)) or 0)
+        q = select(TrialRow).where(*conds).order_by(*order).offset(offset).limit(limit)
+        return TrialPage(total, [_trial(r) for r in s.scalars(q)])
+
+
+def request_stop(store: Store, experiment_id: int, reason: str, cancel: bool = False) -> int:
+    """Record a request to stop the experiment (kind `stop_requested`). Returns the event id.
+
+    The orchestrator stops at its next loop step; running trials keep running
+    (a later `nasctl resume` re-attaches them) unless `cancel`, which cancels
+    them. Idempotent in effect: it stops once however many requests it finds.
+    """
+    what = "stop (cancel running trials)" if cancel else "stop"
+    return _request(store, experiment_id, STOP_REQUESTED, f"{what} requested: {reason}", None, reason, cancel)
+
+
+def request_cancel(store: Store, experiment_id: int, trial_index: int, reason: str) -> int:
+    """Record a request to cancel one trial (kind `cancel_requested`). Returns the event id.
+
+    Raises:
+        NotFoundError: the experiment has no such trial.
+    """
+    store.get_trial(experiment_id, trial_index)
+    return _request(
+        store, experiment_id, CANCEL_REQUESTED, f"cancel of trial {trial_index} requested: {reason}", trial_index, reason
+    )
+
+
+def _request(store: Store, experiment_id: int, kind: str, message: str, trial_index: int | None, reason: str,
+             cancel: bool = False) -> int:
+    with store._session() as s:  # noqa: SLF001
+        row = EventRow(
+            experiment_id=experiment_id,
+            trial_index=trial_index,
+            time=utcnow(),
+            kind=kind,
+            message=message,
+            data={"reason": reason, "cancel": cancel},
+        )
+        s.add(row)
+        s.flush()
+        return int(row.id)
+
+
+@dataclass(frozen=True)
+class OperatorRequest:
+    """A stop or cancel request read back from the events table."""
+
+    event_id: int
+    kind: str
+    trial_index: int | None
+    reason: str
+    cancel: bool = False
+
+
+def requests_after(store: Store, experiment_id: int, after_id: int = 0) -> list[OperatorRequest]:
+    """Stop and cancel requests recorded after event `after_id`, oldest first (for the orchestrator)."""
+    with store._session() as s:  # noqa: SLF001
+        q = (
+            select(EventRow)
+            .where(
+                EventRow.experiment_id == experiment_id,
+                EventRow.id > after_id,
+                EventRow.kind.in_([STOP_REQUESTED, CANCEL_REQUESTED]),
+            )
+            .order_by(EventRow.id)
+        )
+        return [
+            OperatorRequest(int(r.id), r.kind, r.trial_index, str((r.data or {}).get("reason", "")),
+                            bool((r.data or {}).get("cancel", False)))
+            for r in s.scalars(q)
+        ]
+
+
+def trial_events(store: Store, experiment_id: int, trial_index: int, limit: int = 1000) -> list[EventRecord]:
+    """The events of one trial (its status timeline), oldest first."""
+    with store._session() as s:  # noqa: SLF001
+        q = (
+            select(EventRow)
+            .where(EventRow.experiment_id == experiment_id, EventRow.trial_index == trial_index)
+            .order_by(EventRow.id)
+            .limit(limit)
+        )
+        return [EventRecord(r.id, r.experiment_id, r.time, r.kind, r.message, r.trial_index) for r in s.scalars(q)]
+
+
+def import_finished_trials(
+    store: Store,
+    experiment_id: int,
+    trials: Sequence[tuple[int, dict[str, Any], str, dict[str, float]]],
+    generation_method: str = "imported",
+) -> int:
+    """Insert finished trials in bulk: (index, parameters, status, values) each.
+
+    For importing results produced elsewhere and for scale benchmarks: one
+    transaction per call, with the same three events per trial (candidate,
+    submitted, finished) the loop records, so the dashboard's change cursor and
+    timelines see them. Returns the number of trials inserted.
+
+    Raises:
+        ValueError: a status that is not terminal.
+    """
+    now = utcnow()
+    trial_rows: list[dict[str, Any]] = []
+    event_rows: list[dict[str, Any]] = []
+    for index, params, status, values in trials:
+        if not TrialStatus(status).is_terminal:
+            raise ValueError(f"trial {index}: status {status} is not terminal")
+        trial_rows.append(
+            {
+                "experiment_id": experiment_id, "index": index, "parameters": params, "status": status,
+                "generation_method": generation_method, "runner_metadata": {}, "reader_state": {},
+                "values": values, "created_at": now, "started_at": now, "ended_at": now,
+            }
+        )
+        for kind, msg in (("candidate", "proposed"), ("submitted", "imported"), ("finished", status.lower())):
+            event_rows.append(
+                {"experiment_id": experiment_id, "trial_index": index, "time": now, "kind": kind,
+                 "message": f"trial {index} {msg}"}
+            )
+    with store._session() as s:  # noqa: SLF001
+        for start in range(0, len(trial_rows), 5000):
+            s.execute(insert(TrialRow), trial_rows[start : start + 5000])
+        for start in range(0, len(event_rows), 5000):
+            s.execute(insert(EventRow), event_rows[start : start + 5000])
+    return len(trial_rows)
+
+
+def latest_events(store: Store, experiment_id: int, limit: int = 200) -> list[EventRecord]:
+    """The experiment's `limit` most recent events, oldest first."""
+    with store._session() as s:  # noqa: SLF001
+        q = select(EventRow).where(EventRow.experiment_id == experiment_id).order_by(EventRow.id.desc()).limit(limit)
+        rows = list(s.scalars(q))
+        return [EventRecord(r.id, r.experiment_id, r.time, r.kind, r.message, r.trial_index) for r in reversed(rows)]

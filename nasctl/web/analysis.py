@@ -1,0 +1,164 @@
+"""Per-experiment derived data (points, Pareto front, hypervolume history), cached.
+
+Deriving the front of 100,000 trials takes a fraction of a second; the pages
+ask for it every few seconds while an experiment runs. The cache key is the
+experiment's change cursor (its latest event id, see
+`nasctl.store.queries.change_cursor`), so the data is recomputed only after
+the store recorded something new, and then incrementally: only the trials
+named by the events since the cached cursor are read again.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from nasctl.pareto import FrontResult, compute_front_large, hypervolume_history
+from nasctl.spec import ExperimentSpec, spec_from_dict
+from nasctl.store import Store
+from nasctl.store import queries
+from nasctl.types import ExperimentRecord, TrialStatus
+
+#: The hypervolume history holds at most this many points (exact values at sampled trials).
+HISTORY_POINTS = 1000
+
+
+@dataclass
+class ExperimentAnalysis:
+    """Everything the experiment page plots, for one state of the store.
+
+    `indices`, `statuses` and `values` are columns over all trials in index
+    order; `values[metric][k]` is None where trial k has no finite value.
+    """
+
+    experiment: ExperimentRecord
+    spec: ExperimentSpec
+    cursor: int
+    indices: list[int]
+    statuses: list[str]
+    values: dict[str, list[float | None]]
+    front: FrontResult
+    hv_history: list[tuple[int, float]]
+    counts: dict[str, int] = field(default_factory=dict)
+    rows: list[tuple[int, str, dict[str, float]]] = field(default_factory=list, repr=False)
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self.values)
+
+
+def _finite(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def analyze(
+    store: Store,
+    experiment: ExperimentRecord,
+    cursor: int,
+    rows: list[tuple[int, str, dict[str, float]]] | None = None,
+) -> ExperimentAnalysis:
+    """Derive the columns, front and hypervolume history (no cache).
+
+    `rows` are the trials' (index, status, values) in index order as of
+    `cursor`; they are read from the store when not given.
+    """
+    spec = spec_from_dict(experiment.spec)
+    if rows is None:
+        rows = queries.trial_points(store, experiment.id)
+    metrics: list[str] = list(spec.metric_names)
+    for _, _, vals in rows:
+        for m in vals:
+            if m not in metrics:
+                metrics.append(m)
+    values: dict[str, list[float | None]] = {m: [_finite(v.get(m)) for _, _, v in rows] for m in metrics}
+    counts = {s.value: 0 for s in TrialStatus}
+    for _, st, _ in rows:
+        counts[st] = counts.get(st, 0) + 1
+    done = [(i, v) for i, st, v in rows if st == TrialStatus.COMPLETED.value]
+    front = compute_front_large(done, spec.objectives, spec.parsed_constraints)
+    history = hypervolume_history(done, spec.objectives, spec.parsed_constraints, max_points=HISTORY_POINTS,
+                                  reference=front.reference)
+    return ExperimentAnalysis(
+        experiment=experiment,
+        spec=spec,
+        cursor=cursor,
+        indices=[i for i, _, _ in rows],
+        statuses=[st for _, st, _ in rows],
+        values=values,
+        front=front,
+        hv_history=history,
+        counts=counts,
+        rows=rows,
+    )
+
+
+def refresh(store: Store, experiment: ExperimentRecord, previous: ExperimentAnalysis) -> ExperimentAnalysis:
+    """`previous` brought up to date by reading only the trials changed since its cursor."""
+    cursor, changed, _ = queries.changed_trial_indices(store, experiment.id, previous.cursor)
+    rows = previous.rows
+    if changed:
+        fresh = queries.trial_points(store, experiment.id, changed)
+        by_index = {r[0]: r for r in rows}
+        by_index.update((r[0], r) for r in fresh)
+        rows = [by_index[i] for i in sorted(by_index)]
+    return analyze(store, experiment, cursor, rows)
+
+
+class AnalysisCache:
+    """Thread-safe cache of `ExperimentAnalysis` by experiment name, keyed by change cursor."""
+
+    def __init__(self, store: Store, max_entries: int = 16) -> None:
+        self.store = store
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._entries: dict[str, ExperimentAnalysis] = {}
+        self._building: dict[str, threading.Lock] = {}
+
+    def get(self, name: str) -> ExperimentAnalysis:
+        """The analysis of experiment `name` as the store holds it now.
+
+        Raises:
+            NotFoundError: no experiment of that name.
+        """
+        experiment = self.store.get_experiment(name)
+        cursor = queries.change_cursor(self.store, experiment.id)
+        with self._lock:
+            hit = self._entries.get(name)
+            if hit is not None and hit.cursor == cursor and hit.experiment.id == experiment.id:
+                return hit
+            build_lock = self._building.setdefault(name, threading.Lock())
+        with build_lock:
+            with self._lock:
+                hit = self._entries.get(name)
+                if hit is not None and hit.cursor == cursor and hit.experiment.id == experiment.id:
+                    return hit
+            if hit is not None and hit.experiment.id == experiment.id and hit.cursor < cursor:
+                result = refresh(self.store, experiment, hit)
+            else:
+                result = analyze(self.store, experiment, cursor)
+            with self._lock:
+                self._entries.pop(name, None)
+                self._entries[name] = result
+                while len(self._entries) > self.max_entries:
+                    self._entries.pop(next(iter(self._entries)))
+            return result
+
+
+def parallel_sample(a: ExperimentAnalysis, limit: int) -> list[int]:
+    """Up to `limit` completed trial indices for parallel coordinates, sorted:
+    every Pareto-optimal trial first (up to the limit), then the others evenly sampled."""
+    completed = [i for i, s in zip(a.indices, a.statuses) if s == TrialStatus.COMPLETED.value]
+    chosen = list(a.front.indices)[:limit]
+    taken = set(chosen)
+    rest = [i for i in completed if i not in taken]
+    room = limit - len(chosen)
+    if room > 0 and rest:
+        step = max(1, -(-len(rest) // room))
+        chosen += rest[::step][:room]
+    return sorted(chosen)

@@ -1,0 +1,168 @@
+"""`create_app(store)`: the dashboard as a FastAPI app (JSON API, pages, static files).
+
+The app is a client of the store, queries and orchestration functions: it
+never writes SQL of its own and never launches or cancels jobs itself (stop and
+cancel are recorded as requests the orchestrator honours).
+
+Security defaults: read-only unless a token is given; pages insert user
+strings as text only and a Content-Security-Policy allows scripts from this
+origin only; `allowed_hosts` (set by `nasctl web` when bound to loopback)
+refuses requests whose Host header names another host (DNS rebinding).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from importlib.resources import files
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+from nasctl import __version__
+from nasctl.errors import BadInputError, NasctlError, NotFoundError, StorageError
+from nasctl.store import Store
+from nasctl.web import api
+
+log = logging.getLogger("nasctl.web")
+
+STATIC = Path(str(files("nasctl.web").joinpath("static")))
+PAGES = {"experiments": "index.html", "experiment": "experiment.html", "trial": "trial.html",
+         "diagnostics": "diagnostics.html"}
+
+CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+
+
+def plotly_js_path() -> Path:
+    """plotly.min.js from the installed plotly package (the dashboard works offline).
+
+    Raises:
+        NotFoundError: the plotly package is not installed or ships no plotly.min.js.
+    """
+    try:
+        import plotly
+    except ImportError:
+        raise NotFoundError("the plotly package is not installed", "pip install plotly") from None
+    path = Path(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js")
+    if not path.is_file():
+        raise NotFoundError(f"{path} is missing from the plotly package", "reinstall plotly")
+    return path
+
+
+def _status_of(e: NasctlError) -> int:
+    if isinstance(e, api.AuthError):
+        return e.status_code
+    if isinstance(e, api.ConflictError):
+        return 409
+    if isinstance(e, NotFoundError):
+        return 404
+    if isinstance(e, BadInputError):
+        return 400
+    if isinstance(e, StorageError):
+        return 503
+    return 500
+
+
+def _error(status: int, message: str, hint: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, "hint": hint}, status_code=status)
+
+
+def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequence[str] | None = None) -> FastAPI:
+    """The dashboard for the experiments in `store`.
+
+    Args:
+        store: the database to show.
+        token: when given, `POST /api/.../stop` and `.../cancel` require it;
+            without it the dashboard is read-only (writes answer 403).
+        allowed_hosts: Host header values to accept (None: any).
+    """
+    app = FastAPI(
+        title="nasctl dashboard",
+        version=__version__,
+        description="Experiments, Pareto fronts, trials and model diagnostics of a nasctl database.",
+    )
+    app.state.nasctl = api.WebState(store, token or None)
+    app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=1)  # fast: the points of 100k trials are MBs
+    if allowed_hosts:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        response = await call_next(request)
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        if request.url.path.startswith("/api/"):
+            response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @app.exception_handler(NasctlError)
+    async def nasctl_error(_request: Request, e: NasctlError) -> JSONResponse:
+        status = _status_of(e)
+        if status >= 500:
+            log.error("request failed: %s", e)
+        return _error(status, e.message, e.hint)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_request: Request, e: HTTPException) -> JSONResponse:
+        return _error(e.status_code, str(e.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, e: RequestValidationError) -> JSONResponse:
+        first = e.errors()[0] if e.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return JSONResponse(
+            {"error": f"invalid request: {where}: {first.get('msg', 'invalid')}", "hint": "see /docs",
+             "detail": [{"loc": list(map(str, x.get("loc", ()))), "msg": str(x.get("msg"))} for x in e.errors()]},
+            status_code=422,
+        )
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, e: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return _error(500, f"internal error: {type(e).__name__}", "see the server log")
+
+    app.include_router(api.router)
+
+    plotly_js = plotly_js_path()
+
+    @app.get("/static/plotly.min.js", include_in_schema=False)
+    def plotly_static() -> FileResponse:
+        return FileResponse(plotly_js, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
+
+    @app.get("/static/{filename}", include_in_schema=False)
+    def static(filename: str) -> FileResponse:
+        allowed = {"app.js": "text/javascript", "style.css": "text/css"}
+        if filename not in allowed:
+            raise NotFoundError(f"no static file {filename!r}")
+        return FileResponse(STATIC / filename, media_type=allowed[filename])
+
+    def page(kind: str) -> FileResponse:
+        return FileResponse(STATIC / PAGES[kind], media_type="text/html")
+
+    @app.get("/", include_in_schema=False)
+    def experiments_page() -> FileResponse:
+        return page("experiments")
+
+    @app.get("/experiments/{name}", include_in_schema=False)
+    def experiment_page(name: str) -> FileResponse:
+        return page("experiment")
+
+    @app.get("/experiments/{name}/diagnostics", include_in_schema=False)
+    def diagnostics_page(name: str) -> FileResponse:
+        return page("diagnostics")
+
+    @app.get("/experiments/{name}/trials/{index}", include_in_schema=False)
+    def trial_page(name: str, index: str) -> FileResponse:
+        return page("trial")
+
+    return app

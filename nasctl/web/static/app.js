@@ -1,0 +1,590 @@
+/* nasctl dashboard: one script for every page (and for `nasctl report`).
+ *
+ * Data comes from the JSON API (or, in a report, from window.NASCTL_REPORT).
+ * User-supplied strings (names, parameter values, log lines, messages) are only
+ * ever inserted with textContent, and escaped before they reach plotly labels.
+ */
+"use strict";
+
+const REPORT = window.NASCTL_REPORT || null;
+const LIVE_MS = 2000;
+const state = { readOnly: true, token: sessionStorage.getItem("nasctl-token") || "" };
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    e.appendChild(typeof c === "string" || typeof c === "number" ? document.createTextNode(String(c)) : c);
+  }
+  return e;
+}
+
+/* Escape a string for plotly's label mini-markup. */
+function pesc(s) {
+  return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+
+function fmt(v) {
+  if (v === null || v === undefined) return "";
+  if (typeof v === "number") {
+    if (Number.isInteger(v)) return String(v);
+    const a = Math.abs(v);
+    return a !== 0 && (a < 1e-3 || a >= 1e6) ? v.toExponential(3) : String(Number(v.toPrecision(5)));
+  }
+  return String(v);
+}
+
+function enc(s) { return encodeURIComponent(s); }
+function expUrl(name) { return "/experiments/" + enc(name); }
+function trialUrl(name, index) { return expUrl(name) + "/trials/" + index; }
+
+class ApiError extends Error {
+  constructor(status, body) { super((body && body.error) || ("HTTP " + status)); this.status = status; this.body = body; }
+}
+
+async function api(path, options) {
+  if (REPORT) {
+    if (path in REPORT.data) return REPORT.data[path];
+    throw new ApiError(404, { error: "not part of this report" });
+  }
+  const opts = Object.assign({ headers: {} }, options || {});
+  if (state.token) opts.headers["Authorization"] = "Bearer " + state.token;
+  const r = await fetch(path, opts);
+  let body = null;
+  try { body = await r.json(); } catch (e) { body = null; }
+  if (!r.ok) throw new ApiError(r.status, body);
+  return body;
+}
+
+function showMessage(text, isError) {
+  const m = document.getElementById("message");
+  if (!m) return;
+  m.textContent = text || "";
+  m.className = isError ? "error" : "muted";
+}
+
+function statusBadge(s) { return el("span", { class: "status " + s, text: s }); }
+
+function card(k, v) { return el("div", { class: "card" }, el("div", { class: "k", text: k }), el("div", { class: "v" }, v)); }
+
+function progressBar(p) {
+  const bar = el("span", { class: "bar" }, el("span"));
+  bar.firstChild.style.width = Math.round(100 * (p || 0)) + "%";
+  return bar;
+}
+
+function countsText(trials) {
+  return Object.entries(trials || {}).filter(([, n]) => n > 0).map(([s, n]) => s.toLowerCase() + " " + n).join(", ");
+}
+
+function route() {
+  const parts = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  if (REPORT) return { name: REPORT.name };
+  return { name: parts[1], index: parts[2] === "trials" ? Number(parts[3]) : null };
+}
+
+async function setupHeader(name) {
+  const nav = document.getElementById("nav");
+  if (!nav) return;
+  if (name && !REPORT) {
+    nav.appendChild(el("a", { href: expUrl(name), text: name }));
+    nav.appendChild(document.createTextNode(" · "));
+    nav.appendChild(el("a", { href: expUrl(name) + "/diagnostics", text: "model diagnostics" }));
+  }
+  if (REPORT) {
+    nav.appendChild(el("span", { text: "report generated " + REPORT.generated_at }));
+    return;
+  }
+  try {
+    const info = await api("/api/info");
+    state.readOnly = info.read_only;
+  } catch (e) { state.readOnly = true; }
+  const auth = document.getElementById("auth");
+  if (state.readOnly) { auth.textContent = "read-only"; return; }
+  const input = el("input", { type: "password", placeholder: "token", size: 14, id: "token-input" });
+  input.value = state.token;
+  input.addEventListener("change", () => { state.token = input.value; sessionStorage.setItem("nasctl-token", input.value); });
+  auth.appendChild(el("label", {}, "token ", input));
+}
+
+/* ------------------------------------------------------------------ experiments list */
+async function experimentsPage() {
+  await setupHeader(null);
+  const tbody = document.querySelector("#experiments tbody");
+  async function load() {
+    const data = await api("/api/experiments");
+    tbody.replaceChildren(...data.experiments.map((x) => el("tr", {},
+      el("td", {}, el("a", { href: expUrl(x.name), text: x.name })),
+      el("td", {}, statusBadge(x.status)),
+      el("td", {}, progressBar(x.progress), " " + x.finished_trials + " / " + x.budget.max_trials),
+      el("td", { text: countsText(x.trials) }),
+      el("td", { text: fmt(x.hypervolume) }),
+      el("td", { text: x.pareto_size }),
+      el("td", { text: (x.created_at || "").replace("T", " ").slice(0, 19) }))));
+    showMessage(data.experiments.length ? "" : "No experiments yet: start one with `nasctl run SPEC.yaml`.");
+  }
+  await load();
+  if (!REPORT) setInterval(() => load().catch((e) => showMessage(e.message, true)), 5000);
+}
+
+/* ------------------------------------------------------------------ experiment page */
+const X = { summary: null, pts: null, pos: new Map(), hv: null, cursor: 0, page: { offset: 0, sort: "index", desc: false } };
+
+function renderSummary(s) {
+  document.title = "nasctl — " + s.name;
+  document.getElementById("title").replaceChildren(document.createTextNode(s.name + " "), statusBadge(s.status));
+  const ref = Object.entries(s.reference_point).map(([k, v]) => k + "=" + fmt(v)).join(", ");
+  const cards = [
+    card("progress", el("span", {}, progressBar(s.progress), " " + s.finished_trials + " / " + s.budget.max_trials)),
+    card("trials by state", countsText(s.trials) || "none"),
+    card("hypervolume", fmt(s.hypervolume)),
+    card("Pareto front", s.pareto_size + " of " + s.feasible + " feasible"),
+    card("reference point", ref),
+    card("objectives", s.objectives.map((o) => o.name + " (" + (o.goal === "maximize" ? "max" : "min") + ")").join(", ")),
+  ];
+  if (s.constraints.length) cards.push(card("constraints", s.constraints.join(", ")));
+  if (s.status_reason) cards.push(card("reason", s.status_reason));
+  if (!REPORT && !state.readOnly && s.status === "RUNNING") {
+    cards.push(card("control", el("button", { class: "danger", type: "button", id: "stop", onclick: stopExperiment, text: "stop experiment" })));
+  }
+  document.getElementById("summary").replaceChildren(...cards);
+}
+
+async function stopExperiment() {
+  if (!confirm("Ask the orchestrator to stop " + X.summary.name + "?")) return;
+  try {
+    await api("/api/experiments/" + enc(X.summary.name) + "/stop", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+    showMessage("stop requested: the orchestrator stops at its next loop step; running trials keep running until `nasctl resume` re-attaches them");
+  } catch (e) { showMessage(e.message, true); }
+}
+
+function setPoints(p) {
+  X.pts = p;
+  X.pos = new Map(p.index.map((i, k) => [i, k]));
+}
+
+function axisChoices(s) {
+  const names = s.objectives.map((o) => o.name);
+  for (const m of s.metrics) if (!names.includes(m)) names.push(m);
+  return names;
+}
+
+function fillSelect(sel, names, chosen) {
+  sel.replaceChildren(...names.map((n) => el("option", { value: n, text: n, selected: n === chosen })));
+}
+
+const CATEGORY = {
+  dominated: { name: "dominated", size: 6, opacity: 0.55, byIndex: true, symbol: "circle" },
+  front: { name: "Pareto-optimal (all objectives)", size: 11, opacity: 1, byIndex: true, symbol: "circle", line: { width: 1.5, color: "#111" } },
+  infeasible: { name: "infeasible", size: 8, opacity: 0.8, color: "#9aa0a6", symbol: "x" },
+  failed: { name: "failed", size: 8, opacity: 0.9, color: "#d62728", symbol: "x-thin-open" },
+  pending: { name: "running / candidate", size: 8, opacity: 0.9, color: "#ff9f1c", symbol: "diamond-open" },
+};
+
+function renderPareto() {
+  const s = X.summary, p = X.pts;
+  const xs = document.getElementById("pareto-x").value, ys = document.getElementById("pareto-y").value;
+  const vx = p.values[xs] || [], vy = p.values[ys] || [];
+  const n = p.index.length;
+  const gl = n > 3000;
+  const maxIndex = n ? Math.max(...p.index.slice(-1), 1) : 1;
+  const traces = [];
+  let plotted = 0;
+  for (const [cat, look] of Object.entries(CATEGORY)) {
+    const tx = [], ty = [], ti = [];
+    for (let k = 0; k < n; k++) {
+      if (p.category[k] !== cat || vx[k] === null || vy[k] === null || vx[k] === undefined || vy[k] === undefined) continue;
+      tx.push(vx[k]); ty.push(vy[k]); ti.push(p.index[k]);
+    }
+    if (!tx.length) continue;
+    plotted += tx.length;
+    const marker = { size: look.size, opacity: look.opacity, symbol: look.symbol, line: look.line || { width: 0 } };
+    if (look.byIndex) { marker.color = ti; marker.coloraxis = "coloraxis"; } else { marker.color = look.color; marker.line = { width: 1.5, color: look.color }; }
+    traces.push({
+      type: gl ? "scattergl" : "scatter", mode: "markers", name: look.name + " (" + tx.length + ")",
+      x: tx, y: ty, customdata: ti, marker: marker, meta: cat,
+      hovertemplate: "trial %{customdata}<br>" + pesc(xs) + " = %{x}<br>" + pesc(ys) + " = %{y}<extra>" + pesc(look.name) + "</extra>",
+    });
+  }
+  const ref = s.reference_point;
+  const shapes = [];
+  if (xs in ref && ys in ref) {
+    traces.push({ type: "scatter", mode: "markers", name: "reference point", x: [ref[xs]], y: [ref[ys]], meta: "reference",
+      marker: { symbol: "star", size: 14, color: "#e4572e", line: { width: 1, color: "#111" } },
+      hovertemplate: "reference point<br>" + pesc(xs) + " = %{x}<br>" + pesc(ys) + " = %{y}<extra></extra>" });
+    shapes.push({ type: "line", xref: "x", yref: "paper", x0: ref[xs], x1: ref[xs], y0: 0, y1: 1, line: { dash: "dot", color: "#e4572e", width: 1 } });
+    shapes.push({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: ref[ys], y1: ref[ys], line: { dash: "dot", color: "#e4572e", width: 1 } });
+  }
+  const failedNoValues = p.category.filter((c) => c === "failed").length - (traces.find((t) => t.meta === "failed") || { x: [] }).x.length;
+  document.getElementById("pareto-note").textContent = plotted + " trials plotted" + (failedNoValues > 0 ? "; " + failedNoValues + " failed without values" : "");
+  const goal = (m) => { const o = s.objectives.find((q) => q.name === m); return o ? (o.goal === "maximize" ? " (max)" : " (min)") : ""; };
+  const layout = {
+    margin: { t: 10, r: 10, b: 50, l: 70 }, hovermode: "closest", uirevision: xs + "|" + ys, shapes: shapes,
+    xaxis: { title: { text: pesc(xs + goal(xs)) } }, yaxis: { title: { text: pesc(ys + goal(ys)) } },
+    legend: { orientation: "h", y: -0.18 },
+    coloraxis: { colorscale: "Viridis", cmin: 0, cmax: maxIndex, colorbar: { title: { text: "trial" }, thickness: 12 } },
+  };
+  const div = document.getElementById("pareto");
+  Plotly.react(div, traces, layout, { displaylogo: false, responsive: true });
+  div.dataset.points = String(plotted);
+  if (!div.dataset.bound) {
+    div.dataset.bound = "1";
+    div.on("plotly_click", (ev) => {
+      const pt = ev.points && ev.points[0];
+      if (!pt || pt.customdata === undefined) return;
+      if (REPORT) showPointInfo(pt.customdata); else location.href = trialUrl(X.summary.name, pt.customdata);
+    });
+  }
+}
+
+function showPointInfo(index) {
+  const k = X.pos.get(index);
+  const parts = ["trial " + index + ": " + X.pts.status[k]];
+  for (const [m, col] of Object.entries(X.pts.values)) if (col[k] !== null) parts.push(m + " = " + fmt(col[k]));
+  const row = (REPORT.trials || []).find((t) => t.index === index);
+  if (row) for (const [pn, pv] of Object.entries(row.parameters)) parts.push(pn + " = " + fmt(pv));
+  document.getElementById("point-info").textContent = parts.join(" · ");
+}
+
+function renderHv() {
+  const h = X.hv;
+  Plotly.react("hv", [{ type: h.trial_index.length > 3000 ? "scattergl" : "scatter", mode: "lines", line: { shape: "hv", color: "#2b6de0" },
+    x: h.trial_index, y: h.hypervolume, name: "hypervolume", hovertemplate: "after trial %{x}: %{y}<extra></extra>" }],
+  { margin: { t: 10, r: 10, b: 45, l: 70 }, xaxis: { title: { text: "trial index" } }, yaxis: { title: { text: "hypervolume" } } },
+  { displaylogo: false, responsive: true });
+}
+
+function mergeHv(tail) {
+  if (!tail.trial_index.length) return;
+  const first = tail.trial_index[0];
+  const keep = X.hv.trial_index.findIndex((i) => i >= first);
+  const cut = keep < 0 ? X.hv.trial_index.length : keep;
+  X.hv = { trial_index: X.hv.trial_index.slice(0, cut).concat(tail.trial_index), hypervolume: X.hv.hypervolume.slice(0, cut).concat(tail.hypervolume) };
+}
+
+function tableColumns() {
+  const s = X.summary;
+  const cols = [{ key: "index", label: "#" }, { key: "status", label: "status" }, { key: "generation_method", label: "method" }];
+  for (const m of axisChoices(s)) cols.push({ key: "values." + m, label: m, get: (r) => r.values[m] });
+  for (const p of s.parameters) cols.push({ key: "parameters." + p, label: p, get: (r) => r.parameters[p] });
+  cols.push({ key: null, label: "duration (s)", get: (r) => r.duration_s });
+  return cols;
+}
+
+function tableQuery() {
+  const q = new URLSearchParams();
+  q.set("offset", X.page.offset);
+  q.set("limit", document.getElementById("f-limit").value);
+  q.set("sort", X.page.sort);
+  if (X.page.desc) q.set("desc", "true");
+  const st = document.getElementById("f-status").value;
+  if (st) q.append("status", st);
+  for (const w of document.getElementById("f-where").value.split(",").map((x) => x.trim()).filter(Boolean)) q.append("where", w);
+  return q;
+}
+
+async function loadTable() {
+  const name = X.summary.name;
+  let page;
+  if (REPORT) page = reportTablePage();
+  else {
+    try { page = await api("/api/experiments/" + enc(name) + "/trials?" + tableQuery().toString()); }
+    catch (e) { showMessage(e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""), true); return; }
+    showMessage("");
+  }
+  const cols = tableColumns();
+  const head = el("tr", {}, ...cols.map((c) => {
+    const th = el("th", { text: c.label, class: c.key ? "sortable" : null, "data-key": c.key });
+    if (c.key === X.page.sort) th.classList.add("sorted");
+    if (c.key === X.page.sort && X.page.desc) th.classList.add("desc");
+    if (c.key) th.addEventListener("click", () => {
+      if (X.page.sort === c.key) X.page.desc = !X.page.desc; else { X.page.sort = c.key; X.page.desc = false; }
+      X.page.offset = 0; loadTable();
+    });
+    return th;
+  }));
+  document.querySelector("#trials thead").replaceChildren(head);
+  const front = new Set(X.pts.front);
+  document.querySelector("#trials tbody").replaceChildren(...page.trials.map((r) => el("tr", { "data-index": r.index },
+    ...cols.map((c) => {
+      if (c.key === "index") {
+        const label = String(r.index) + (front.has(r.index) ? " \u2605" : "");
+        return el("td", {}, REPORT ? label : el("a", { href: trialUrl(name, r.index), text: label }));
+      }
+      if (c.key === "status") return el("td", {}, statusBadge(r.status));
+      if (c.key === "generation_method") return el("td", { text: r.generation_method });
+      return el("td", { text: fmt(c.get(r)) });
+    }))));
+  const end = Math.min(page.offset + page.trials.length, page.total);
+  document.getElementById("page-info").textContent = (page.total ? page.offset + 1 : 0) + "–" + end + " of " + page.total;
+  document.getElementById("prev").disabled = page.offset <= 0;
+  document.getElementById("next").disabled = end >= page.total;
+  X.page.total = page.total;
+}
+
+function reportTablePage() {
+  let rows = (REPORT.trials || []).slice();
+  const st = document.getElementById("f-status").value;
+  if (st) rows = rows.filter((r) => r.status === st);
+  const key = X.page.sort;
+  const get = (r) => key.startsWith("values.") ? r.values[key.slice(7)] : key.startsWith("parameters.") ? r.parameters[key.slice(11)] : r[key];
+  rows.sort((a, b) => {
+    const va = get(a), vb = get(b);
+    if (va === vb) return a.index - b.index;
+    if (va === null || va === undefined) return 1;
+    if (vb === null || vb === undefined) return -1;
+    return (va < vb ? -1 : 1) * (X.page.desc ? -1 : 1);
+  });
+  const limit = Number(document.getElementById("f-limit").value);
+  return { total: rows.length, offset: X.page.offset, limit: limit, trials: rows.slice(X.page.offset, X.page.offset + limit) };
+}
+
+function renderParallel(d) {
+  const dims = [];
+  for (const [pn, col] of Object.entries(d.parameters)) {
+    const nums = col.filter((v) => typeof v === "number");
+    if (nums.length === col.filter((v) => v !== null).length && nums.length) {
+      const lo = Math.min(...nums);
+      dims.push({ label: pesc(pn), values: col.map((v) => (v === null ? lo : v)) });
+    } else {
+      const cats = Array.from(new Set(col.map((v) => (v === null ? "—" : String(v)))));
+      dims.push({ label: pesc(pn), values: col.map((v) => cats.indexOf(v === null ? "—" : String(v))), tickvals: cats.map((_, k) => k), ticktext: cats.map(pesc) });
+    }
+  }
+  for (const o of d.objectives) {
+    const col = d.values[o.name] || [];
+    dims.push({ label: pesc(o.name + (o.goal === "maximize" ? " \u2191" : " \u2193")), values: col.map((v) => (v === null ? NaN : v)) });
+  }
+  const first = d.objectives[0];
+  const color = first ? (d.values[first.name] || []).map((v) => (v === null ? 0 : v)) : d.index;
+  document.getElementById("parallel-note").textContent = d.index.length + " of " + d.total_completed + " completed trials (every Pareto-optimal one" +
+    (d.index.length < d.total_completed ? ", the others evenly sampled" : "") + "); colour: " + (first ? first.name : "trial index");
+  Plotly.react("parallel", [{ type: "parcoords", dimensions: dims,
+    line: { color: color, colorscale: "Viridis", showscale: true, colorbar: { thickness: 12 } } }],
+  { margin: { t: 40, r: 60, b: 20, l: 60 } }, { displaylogo: false, responsive: true });
+}
+
+function renderEvents(list, prepend) {
+  const ul = document.getElementById("events");
+  const items = list.map((e) => el("li", {}, el("time", { text: (e.time || "").replace("T", " ").slice(0, 19) }), e.message));
+  if (prepend) { for (const it of items) ul.insertBefore(it, ul.firstChild); }
+  else ul.replaceChildren(...items.reverse());
+  while (ul.children.length > 200) ul.removeChild(ul.lastChild);
+}
+
+async function experimentPage() {
+  const { name } = route();
+  await setupHeader(name);
+  const base = "/api/experiments/" + enc(name);
+  try {
+    X.summary = await api(base);
+  } catch (e) { showMessage(e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""), true); return; }
+  renderSummary(X.summary);
+  const choices = axisChoices(X.summary);
+  const objs = X.summary.objectives.map((o) => o.name);
+  fillSelect(document.getElementById("pareto-x"), choices, objs[0]);
+  fillSelect(document.getElementById("pareto-y"), choices, objs[1] || choices[1] || objs[0]);
+  for (const id of ["pareto-x", "pareto-y"]) document.getElementById(id).addEventListener("change", renderPareto);
+  const stSel = document.getElementById("f-status");
+  for (const st of ["CANDIDATE", "RUNNING", "COMPLETED", "FAILED", "EARLY_STOPPED", "ABANDONED"]) stSel.appendChild(el("option", { value: st, text: st }));
+  document.getElementById("f-apply").addEventListener("click", () => { X.page.offset = 0; loadTable(); });
+  document.getElementById("f-where").addEventListener("keydown", (ev) => { if (ev.key === "Enter") { X.page.offset = 0; loadTable(); } });
+  document.getElementById("f-limit").addEventListener("change", () => { X.page.offset = 0; loadTable(); });
+  document.getElementById("prev").addEventListener("click", () => { X.page.offset = Math.max(0, X.page.offset - Number(document.getElementById("f-limit").value)); loadTable(); });
+  document.getElementById("next").addEventListener("click", () => { X.page.offset += Number(document.getElementById("f-limit").value); loadTable(); });
+  if (REPORT) document.getElementById("f-where").parentElement.remove();
+  const [pts, hv, par, ev] = await Promise.all([api(base + "/points"), api(base + "/hypervolume"), api(base + "/parallel"),
+    api(base + "/events?latest=true&limit=200")]);
+  setPoints(pts);
+  X.hv = hv;
+  X.cursor = pts.cursor;
+  renderPareto();
+  renderHv();
+  renderParallel(par);
+  renderEvents(ev.events, false);
+  await loadTable();
+  document.body.dataset.ready = "1";
+  if (!REPORT) liveLoop(base);
+}
+
+async function liveLoop(base) {
+  for (;;) {
+    await new Promise((r) => setTimeout(r, LIVE_MS));
+    try { await applyChanges(base); } catch (e) { showMessage("live update failed: " + e.message, true); }
+  }
+}
+
+async function applyChanges(base) {
+  const ch = await api(base + "/changes?since=" + X.cursor);
+  if (!ch.changed) return;
+  const oldRef = JSON.stringify(X.summary.reference_point);
+  X.summary = ch.experiment;
+  renderSummary(X.summary);
+  if (JSON.stringify(ch.reference_point) !== oldRef) {
+    setPoints(await api(base + "/points"));
+    X.hv = await api(base + "/hypervolume");
+  } else {
+    const p = X.pts, t = ch.trials;
+    for (let j = 0; j < t.index.length; j++) {
+      let k = X.pos.get(t.index[j]);
+      if (k === undefined) {
+        k = p.index.length;
+        p.index.push(t.index[j]); p.status.push(null); p.category.push(null);
+        for (const m of Object.keys(p.values)) p.values[m].push(null);
+        X.pos.set(t.index[j], k);
+      }
+      p.status[k] = t.status[j];
+      p.category[k] = t.category[j];
+      for (const [m, col] of Object.entries(t.values)) {
+        if (!(m in p.values)) p.values[m] = p.index.map(() => null);
+        p.values[m][k] = col[j];
+      }
+    }
+    const front = new Set(ch.front);
+    for (let k = 0; k < p.index.length; k++) {
+      if (front.has(p.index[k])) p.category[k] = "front";
+      else if (p.category[k] === "front") p.category[k] = "dominated";
+    }
+    p.front = ch.front;
+    mergeHv(ch.hypervolume);
+  }
+  X.cursor = ch.cursor;
+  renderPareto();
+  renderHv();
+  renderEvents(ch.events, true);
+  await loadTable();
+  if (ch.trials.index.length) renderParallel(await api(base + "/parallel"));
+}
+
+/* ------------------------------------------------------------------ trial page */
+function kvRows(tbodySel, entries) {
+  document.querySelector(tbodySel).replaceChildren(...entries.map(([k, v]) => el("tr", {}, el("td", { text: k }), el("td", { text: fmt(v) }))));
+}
+
+async function trialPage() {
+  const { name, index } = route();
+  await setupHeader(name);
+  const base = "/api/experiments/" + enc(name) + "/trials/" + index;
+  let t;
+  async function load() {
+    t = await api(base);
+    document.title = "nasctl — " + name + " trial " + index;
+    document.getElementById("title").replaceChildren(el("a", { href: expUrl(name), text: name }), document.createTextNode(" · trial " + index + " "), statusBadge(t.status));
+    const cards = [card("method", t.generation_method), card("duration", t.duration_s === null ? "—" : fmt(t.duration_s) + " s")];
+    if (t.failure_reason) cards.push(card("failure", t.failure_reason));
+    if (!state.readOnly && !t.terminal) cards.push(card("control", el("button", { class: "danger", type: "button", id: "cancel", onclick: cancelTrial, text: "cancel trial" })));
+    document.getElementById("summary").replaceChildren(...cards);
+    kvRows("#params tbody", Object.entries(t.parameters));
+    kvRows("#values tbody", Object.entries(t.values));
+    kvRows("#job tbody", [["job handle", t.job_handle], ["job name", t.job_name], ["scheduler", t.scheduler], ["log dir", t.log_dir],
+      ["created", t.created_at], ["started", t.started_at], ["ended", t.ended_at], ...Object.entries(t.runner_metadata)]);
+    renderCurves(t);
+    renderTimeline(t);
+  }
+  async function cancelTrial() {
+    if (!confirm("Ask the orchestrator to cancel trial " + index + "?")) return;
+    try {
+      await api(base + "/cancel", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+      showMessage("cancel requested: the orchestrator cancels the job at its next loop step");
+    } catch (e) { showMessage(e.message, true); }
+  }
+  async function loadLog() {
+    const stream = document.getElementById("log-stream").value;
+    const pre = document.getElementById("log");
+    try {
+      const lg = await api(base + "/log?lines=200&stream=" + stream);
+      pre.textContent = lg.text || "(empty)";
+      document.getElementById("log-path").textContent = lg.path;
+    } catch (e) {
+      pre.textContent = t && t.log_tail ? t.log_tail : "(" + e.message + ")";
+      document.getElementById("log-path").textContent = t && t.log_tail ? "stored log tail" : "";
+    }
+  }
+  try { await load(); } catch (e) { showMessage(e.message, true); return; }
+  document.getElementById("log-stream").addEventListener("change", loadLog);
+  document.getElementById("log-refresh").addEventListener("click", loadLog);
+  await loadLog();
+  document.body.dataset.ready = "1";
+  while (!t.terminal) {
+    await new Promise((r) => setTimeout(r, LIVE_MS));
+    try { await load(); await loadLog(); } catch (e) { showMessage("live update failed: " + e.message, true); }
+  }
+}
+
+function renderCurves(t) {
+  const box = document.getElementById("curves");
+  const names = Object.keys(t.curves);
+  if (!names.length) { box.replaceChildren(el("p", { class: "muted", text: "No metrics logged yet." })); return; }
+  const divs = names.map((m) => el("div", { "data-metric": m }));
+  box.replaceChildren(...divs);
+  names.forEach((m, k) => {
+    const c = t.curves[m];
+    Plotly.react(divs[k], [{ type: "scatter", mode: c.step.length > 1 ? "lines+markers" : "markers", x: c.step, y: c.value, name: pesc(m) }],
+      { title: { text: pesc(m), font: { size: 13 } }, margin: { t: 35, r: 10, b: 40, l: 60 }, xaxis: { title: { text: "step" } } },
+      { displaylogo: false, responsive: true });
+  });
+}
+
+function renderTimeline(t) {
+  const ul = document.getElementById("timeline");
+  ul.replaceChildren(...t.timeline.map((e) => el("li", {}, el("time", { text: (e.time || "").replace("T", " ").slice(0, 19) }), el("b", { text: e.kind + " " }), e.message)));
+  const bars = [];
+  const at = (s) => (s ? new Date(s) : null);
+  const created = at(t.created_at), started = at(t.started_at), ended = at(t.ended_at) || (t.terminal ? null : new Date());
+  if (created && started) bars.push({ phase: "queued", start: created, end: started, color: "#b7a6f0" });
+  if (started && ended) bars.push({ phase: t.terminal ? t.status.toLowerCase() : "running", start: started, end: ended, color: t.status === "FAILED" ? "#d62728" : "#2b6de0" });
+  Plotly.react("timeline-plot", bars.map((b) => ({ type: "bar", orientation: "h", y: ["trial " + t.index], base: [b.start.toISOString()],
+    x: [b.end - b.start], name: b.phase, marker: { color: b.color }, hovertemplate: b.phase + ": %{x} ms<extra></extra>" })),
+  { barmode: "stack", margin: { t: 10, r: 10, b: 30, l: 70 }, xaxis: { type: "date" }, showlegend: true, legend: { orientation: "h" } },
+  { displaylogo: false, responsive: true });
+}
+
+/* ------------------------------------------------------------------ diagnostics page */
+async function diagnosticsPage() {
+  const { name } = route();
+  await setupHeader(name);
+  document.getElementById("title").textContent = name + " · model diagnostics";
+  showMessage("fitting the model and cross-validating (this takes a few seconds)…");
+  let d;
+  try { d = await api("/api/experiments/" + enc(name) + "/diagnostics"); }
+  catch (e) { showMessage(e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""), true); return; }
+  renderDiagnostics(d);
+  document.body.dataset.ready = "1";
+}
+
+function renderDiagnostics(d) {
+  showMessage(d.model + ", fitted on " + d.trials_used + " completed trials; intervals are 95%.");
+  const box = document.getElementById("diag");
+  const names = Object.keys(d.metrics);
+  const divs = names.map((m) => el("div", { "data-metric": m }));
+  box.replaceChildren(...divs);
+  names.forEach((m, k) => {
+    const rows = d.metrics[m];
+    const obs = rows.map((r) => r.observed), pred = rows.map((r) => r.predicted);
+    const lo = Math.min(...obs, ...pred), hi = Math.max(...obs, ...pred);
+    Plotly.react(divs[k], [
+      { type: "scatter", mode: "markers", x: obs, y: pred, customdata: rows.map((r) => r.trial_index), name: "trials",
+        error_y: { type: "data", symmetric: false, array: rows.map((r) => (r.upper === null ? 0 : r.upper - r.predicted)),
+          arrayminus: rows.map((r) => (r.lower === null ? 0 : r.predicted - r.lower)), thickness: 1, color: "#8aa9e6" },
+        marker: { color: "#2b6de0", size: 7 }, hovertemplate: "trial %{customdata}<br>observed %{x}<br>predicted %{y}<extra></extra>" },
+      { type: "scatter", mode: "lines", x: [lo, hi], y: [lo, hi], name: "y = x", line: { dash: "dash", color: "#888" }, hoverinfo: "skip" },
+    ], { title: { text: pesc(m), font: { size: 13 } }, showlegend: false, margin: { t: 35, r: 10, b: 45, l: 60 },
+      xaxis: { title: { text: "observed" } }, yaxis: { title: { text: "predicted (LOO)" } } }, { displaylogo: false, responsive: true });
+  });
+}
+
+/* ------------------------------------------------------------------ start */
+const PAGES = { experiments: experimentsPage, experiment: experimentPage, trial: trialPage, diagnostics: diagnosticsPage };
+window.addEventListener("DOMContentLoaded", () => {
+  const page = PAGES[document.body.dataset.page];
+  if (page) page().then(() => {
+    if (REPORT && REPORT.diagnostics) renderDiagnostics(REPORT.diagnostics);
+  }).catch((e) => showMessage(String(e.message || e), true));
+});

@@ -1,0 +1,209 @@
+"""The dashboard in real headless Chromium, against a real `nasctl web` server."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from nasctl.store import Store
+from nasctl.types import Observation, TrialStatus
+from tests.web.conftest import TOKEN, Server, add_synthetic
+
+pytestmark = pytest.mark.browser
+
+EVIL = "<img src=x onerror=\"window.__xss=1\">"
+
+
+def expected_plotted(base: str, name: str, x: str, y: str) -> int:
+    p = httpx.get(f"{base}/api/experiments/{name}/points").json()
+    return sum(
+        1
+        for k in range(len(p["index"]))
+        if p["category"][k] != "pending" and p["values"][x][k] is not None and p["values"][y][k] is not None
+    )
+
+
+def wait_ready(page: Any) -> None:
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+
+
+def test_experiment_page_plots_every_trial_and_a_click_opens_it(page: Any, server: Server, screenshots: Path) -> None:
+    page.goto(f"{server.base}/experiments/tiny")
+    wait_ready(page)
+    want = expected_plotted(server.base, "tiny", "val_acc", "num_params")
+    assert want == 9  # the failed trial logged nothing
+    assert page.get_attribute("#pareto", "data-points") == str(want)
+    # SVG markers: the trials plus the reference point
+    assert page.locator("#pareto .scatterlayer .point").count() == want + 1
+    assert page.locator("#trials tbody tr").count() == 10
+    assert "hypervolume" in page.inner_text("#summary").lower()
+    page.screenshot(path=str(screenshots / "experiment.png"), full_page=True)
+
+    front_trace, index = page.evaluate(
+        """() => { const gd = document.getElementById('pareto');
+                   const k = gd.data.findIndex(t => t.meta === 'front');
+                   return [k, gd.data[k].customdata[0]]; }"""
+    )
+    point = page.locator("#pareto .scatterlayer .trace").nth(front_trace).locator(".point").first
+    box = point.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_url(re.compile(rf"/experiments/tiny/trials/{index}$"), timeout=15_000)
+    wait_ready(page)
+    assert f"trial {index}" in page.inner_text("#title")
+    assert page.locator("#curves > div").count() == 4
+    page.wait_for_function("document.getElementById('log').textContent.includes('done')", timeout=10_000)
+    assert "COMPLETED" in page.inner_text("#title")
+    assert page.locator("#params tbody tr").count() == 3
+    page.screenshot(path=str(screenshots / "trial.png"), full_page=True)
+    assert not page.errors
+
+
+def test_axes_can_be_any_two_metrics(page: Any, server: Server) -> None:
+    page.goto(f"{server.base}/experiments/tiny")
+    wait_ready(page)
+    page.select_option("#pareto-x", "latency_ms")
+    want = expected_plotted(server.base, "tiny", "latency_ms", "num_params")
+    assert page.get_attribute("#pareto", "data-points") == str(want)
+    # the reference point is drawn only when both axes are objectives
+    assert page.locator("#pareto .scatterlayer .point").count() == want
+    assert not page.errors
+
+
+def test_table_sorting_and_paging_in_the_page(page: Any, server: Server) -> None:
+    page.goto(f"{server.base}/experiments/tiny")
+    wait_ready(page)
+    page.select_option("#f-limit", "25")
+    page.locator("#trials th[data-key='values.val_acc']").click()
+    page.locator("#trials th[data-key='values.val_acc']").click()
+    page.wait_for_selector("#trials th.sorted.desc")
+    first = page.locator("#trials tbody tr").first.get_attribute("data-index")
+    api = httpx.get(f"{server.base}/api/experiments/tiny/trials", params={"sort": "values.val_acc", "desc": "true"}).json()
+    assert first == str(api["trials"][0]["index"])
+    page.fill("#f-where", "val_acc >= 0.7")
+    page.click("#f-apply")
+    want = httpx.get(f"{server.base}/api/experiments/tiny/trials", params={"where": "val_acc >= 0.7"}).json()["total"]
+    page.wait_for_function(f"document.querySelectorAll('#trials tbody tr').length === {want}")
+    assert not page.errors
+
+
+def test_user_strings_are_shown_as_text(page: Any, server: Server, tmp_path: Path) -> None:
+    store = Store(server.url)
+    work = tmp_path / "evil"
+    (work / "t").mkdir(parents=True)
+    log = work / "t" / "stdout.log"
+    log.write_text(f"hello {EVIL}\n")
+    exp = add_synthetic(store, "evil", 8, choices=(EVIL, "plain"), work_dir=str(work))
+    t = store.add_trial(exp.id, 8, {"x": 0.5, "act": EVIL}, "Sobol", "evil-8", "")
+    store.mark_trial_running(t.id, "local_cwd://synthetic/evil-8", "local_cwd", {"stdout": str(log)})
+    store.finish_trial(t.id, TrialStatus.FAILED, failure_reason=f"reason {EVIL}")
+    page.goto(f"{server.base}/experiments/evil")
+    wait_ready(page)
+    assert EVIL in page.inner_text("#trials")
+    page.goto(f"{server.base}/experiments/evil/trials/8")
+    wait_ready(page)
+    page.select_option("#log-stream", "stdout")
+    page.wait_for_function("document.getElementById('log').textContent.includes('hello')")
+    assert EVIL in page.inner_text("#log")
+    assert f"reason {EVIL}" in page.inner_text("#summary")
+    assert EVIL in page.inner_text("#params")
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("img[src='x']").count() == 0
+    assert not page.errors
+
+
+def test_the_page_follows_a_running_experiment_without_reloading(page: Any, server: Server, screenshots: Path) -> None:
+    store = Store(server.url)
+    exp = add_synthetic(store, "growing", 6)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{server.base}/experiments/growing")
+    wait_ready(page)
+    before = int(page.get_attribute("#pareto", "data-points"))
+    page.evaluate("window.__marker = 'same page'")
+    # sizes inside the observed range keep the inferred reference point (and so every category) unchanged
+    sizes = [t.values["size"] for t in store.list_trials(exp.id) if "size" in t.values]
+    inside = (min(sizes) + max(sizes)) / 2
+    for i in (6, 7):
+        t = store.add_trial(exp.id, i, {"x": 0.3 + i / 100, "act": "relu"}, "MBM", f"growing-{i}", "")
+        t = store.mark_trial_running(t.id, f"local_cwd://synthetic/growing-{i}", "local_cwd", {})
+        store.add_observations(t.id, [Observation("acc", 1, 0.5)])
+        store.finish_trial(t.id, TrialStatus.COMPLETED, {"acc": 0.997 + i / 10000, "size": inside - i / 100, "lat": 1.0})
+    page.wait_for_function(
+        f"document.getElementById('pareto').dataset.points === '{before + 2}'", timeout=20_000
+    )
+    assert page.evaluate("window.__marker") == "same page"
+    page.wait_for_function("document.querySelectorAll('#trials tbody tr').length === 8", timeout=10_000)
+    assert "trial 7 completed" in page.inner_text("#events")
+    full_reads = [u for u in requests if u.endswith("/api/experiments/growing/points")]
+    assert len(full_reads) == 1, "live updates must fetch changes, not every point again"
+    assert any("/changes?since=" in u for u in requests)
+    page.screenshot(path=str(screenshots / "live.png"), full_page=True)
+    assert not page.errors
+
+
+def test_stop_button_records_a_request(page: Any, server: Server) -> None:
+    store = Store(server.url)
+    exp = add_synthetic(store, "stoppable", 3, finish=False)
+    page.goto(f"{server.base}/experiments/stoppable")
+    wait_ready(page)
+    page.fill("#token-input", TOKEN)
+    page.dispatch_event("#token-input", "change")
+    page.on("dialog", lambda d: d.accept())
+    page.click("#stop")
+    page.wait_for_function("document.getElementById('message').textContent.includes('stop requested')")
+    from nasctl.store import queries
+
+    assert [q.kind for q in queries.requests_after(store, exp.id)] == ["stop_requested"]
+    assert not page.errors
+
+
+def test_experiments_list_and_diagnostics_pages(page: Any, server: Server, screenshots: Path) -> None:
+    page.goto(server.base + "/")
+    page.wait_for_selector("#experiments tbody tr")
+    assert "tiny" in page.inner_text("#experiments")
+    page.screenshot(path=str(screenshots / "experiments.png"), full_page=True)
+    page.goto(f"{server.base}/experiments/tiny/diagnostics")
+    wait_ready(page)
+    assert page.locator("#diag > div").count() == 3  # val_acc, num_params, latency_ms
+    assert "fitted on 9 completed trials" in page.inner_text("#message")
+    page.screenshot(path=str(screenshots / "diagnostics.png"), full_page=True)
+    assert not page.errors
+
+
+def test_edge_cases_render_without_errors(page: Any, server: Server) -> None:
+    from nasctl.spec import parse_spec, spec_to_dict
+
+    store = Store(server.url)
+    add_synthetic(store, "empty", 0)
+    single = parse_spec("""
+name: single
+search_space: {x: {type: float, low: 0, high: 1}}
+objectives: {acc: {goal: maximize}}
+budget: {max_trials: 5}
+trial: {script: train.py}
+""")
+    exp = store.create_experiment("single", spec_to_dict(single), "/nonexistent/single")
+    for i in range(3):
+        t = store.add_trial(exp.id, i, {"x": i / 3}, "Sobol", f"single-{i}", "")
+        t = store.mark_trial_running(t.id, "h", "local_cwd", {})
+        store.finish_trial(t.id, TrialStatus.FAILED if i == 0 else TrialStatus.COMPLETED, {"acc": i / 3})
+    # a failed trial that logged its objective is drawn too (as failed); one objective: both axes show it
+    assert expected_plotted(server.base, "single", "acc", "acc") == 3
+    for name, points in (("empty", "0"), ("single", "3")):
+        page.goto(f"{server.base}/experiments/{name}")
+        wait_ready(page)
+        assert page.get_attribute("#pareto", "data-points") == points
+    page.goto(f"{server.base}/experiments/empty/diagnostics")
+    page.wait_for_function("document.getElementById('message').className === 'error'")
+    assert "cross-validation needs at least" in page.inner_text("#message")
+    page.goto(f"{server.base}/experiments/nope")
+    page.wait_for_function("document.getElementById('message').className === 'error'")
+    assert "no experiment named 'nope'" in page.inner_text("#message")
+    page.goto(f"{server.base}/experiments/single/trials/77")
+    page.wait_for_function("document.getElementById('message').className === 'error'")
+    assert not page.errors

@@ -1,0 +1,149 @@
+"""The scalable pieces behind the dashboard: the 3-objective sweep, the large-front and
+incremental hypervolume functions (same answers as the reference ones), and the
+server-side trial queries on every supported database."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nasctl.pareto import (
+    compute_front,
+    compute_front_large,
+    hypervolume,
+    hypervolume_history,
+    hypervolume_trace,
+    nondominated_mask,
+    pareto_mask,
+    pareto_mask_3d,
+)
+from nasctl.spec import Objective, parse_constraint
+from nasctl.store import Store, queries
+from nasctl.types import ExperimentStatus, TrialStatus
+from tests.web.conftest import add_synthetic
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_3d_sweep_matches_the_reference_mask(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 2, 5, 40, 300):
+        for Y in (rng.random((n, 3)), rng.integers(0, 4, size=(n, 3)).astype(float)):  # ties and duplicates
+            assert (pareto_mask_3d(Y) == pareto_mask(Y)).all()
+            assert (nondominated_mask(Y) == pareto_mask(Y)).all()
+    Y2 = rng.random((50, 2))
+    assert (nondominated_mask(Y2) == pareto_mask(Y2)).all()
+    with pytest.raises(ValueError):
+        pareto_mask_3d(rng.random((4, 2)))
+
+
+def test_3d_hypervolume_matches_moocore() -> None:
+    moocore = pytest.importorskip("moocore")
+    rng = np.random.default_rng(7)
+    Y = rng.random((400, 3))
+    objs = {k: Objective(goal="maximize", threshold=0.0) for k in "abc"}
+    res = compute_front_large([(i, dict(zip("abc", map(float, y)))) for i, y in enumerate(Y)], objs)
+    assert res.hypervolume == pytest.approx(float(moocore.hypervolume(-Y, ref=[0.0, 0.0, 0.0])), rel=1e-9)
+    assert res.hypervolume == pytest.approx(hypervolume(Y, [0.0, 0.0, 0.0]), rel=1e-9)
+
+
+@pytest.mark.parametrize("m", [2, 3, 4])
+def test_large_front_and_history_match_the_reference_functions(m: int) -> None:
+    rng = np.random.default_rng(m)
+    names = "abcd"[:m]
+    objs = {n: Objective(goal="maximize" if k % 2 == 0 else "minimize", threshold=None if k == 1 else 0.1)
+            for k, n in enumerate(names)}
+    cons = [parse_constraint("lat <= 0.8")]
+    for trial in range(5):
+        n = int(rng.integers(1, 80))
+        Y = rng.random((n, m)) if trial % 2 else rng.integers(0, 5, size=(n, m)) / 4
+        trials = [(i, {**dict(zip(names, map(float, y))), "lat": float(rng.random())}) for i, y in enumerate(Y)]
+        trials[0][1].pop(names[0])  # a trial without an objective value is ignored
+        a, b = compute_front(trials, objs, cons), compute_front_large(trials, objs, cons)
+        assert (a.indices, a.feasible, a.reference, a.inferred_reference) == (
+            b.indices, b.feasible, b.reference, b.inferred_reference)
+        assert b.hypervolume == pytest.approx(a.hypervolume, rel=1e-9, abs=1e-12)
+        ref, fast = hypervolume_trace(trials, objs, cons), hypervolume_history(trials, objs, cons)
+        assert [i for i, _ in fast] == [i for i, _ in ref]
+        assert [h for _, h in fast] == pytest.approx([h for _, h in ref], rel=1e-9, abs=1e-12)
+
+
+def test_page_queries_on_every_database(db_url: str) -> None:
+    store = Store(db_url, create=True)
+    exp = add_synthetic(store, "q", 30, choices=("relu", "gelu", "tanh"))
+    trials = store.list_trials(exp.id)
+    done = [t for t in trials if t.status == TrialStatus.COMPLETED]
+
+    page = queries.page_trials(store, exp.id, limit=5, sort=queries.SortKey("acc", "value", descending=True))
+    want = sorted(done, key=lambda t: (-t.values["acc"], t.index))
+    assert page.total == 30
+    assert [t.index for t in page.trials] == [t.index for t in want[:5]]
+    last = queries.page_trials(store, exp.id, offset=25, limit=5, sort=queries.SortKey("acc", "value"))
+    assert all(t.status == TrialStatus.FAILED for t in last.trials[-4:])  # no value: last
+
+    flt = [parse_constraint("acc >= 0.5"), parse_constraint("lat <= 6")]
+    got = queries.page_trials(store, exp.id, limit=100, value_filters=flt, statuses=[TrialStatus.COMPLETED])
+    assert [t.index for t in got.trials] == [t.index for t in done if t.values["acc"] >= 0.5 and t.values["lat"] <= 6]
+
+    by_act = queries.page_trials(store, exp.id, limit=100, sort=queries.SortKey("act", "parameter", numeric=False))
+    acts = [t.parameters["act"] for t in by_act.trials]
+    assert acts == sorted(acts)
+    by_x = queries.page_trials(store, exp.id, limit=100, sort=queries.SortKey("x", "parameter", descending=True))
+    xs = [t.parameters["x"] for t in by_x.trials]
+    assert xs == sorted(xs, reverse=True)
+    with pytest.raises(ValueError):
+        queries.page_trials(store, exp.id, sort=queries.SortKey("values", "column"))
+
+    pts = queries.trial_points(store, exp.id)
+    assert [p[0] for p in pts] == list(range(30))
+    assert [t.index for t in queries.trials_by_index(store, exp.id, [29, 3, 3, 99])] == [3, 29]
+    assert queries.trial_parameters(store, exp.id, [1])[1] == trials[1].parameters
+    cursor = queries.change_cursor(store, exp.id)
+    assert queries.changed_trial_indices(store, exp.id, cursor) == (cursor, set(), False)
+    store.add_event(exp.id, "note", "hello", trial_index=4)
+    new_cursor, changed, _ = queries.changed_trial_indices(store, exp.id, cursor)
+    assert new_cursor > cursor and changed == {4}
+    assert [e.kind for e in queries.trial_events(store, exp.id, 4)] == ["candidate", "submitted", "finished", "note"]
+    assert [(e.kind, e.trial_index) for e in queries.latest_events(store, exp.id, 2)] == [
+        ("finished", 29), ("note", 4)]
+    eid = queries.request_cancel(store, exp.id, 5, "too slow")
+    assert queries.requests_after(store, exp.id) == [queries.OperatorRequest(eid, "cancel_requested", 5, "too slow")]
+    store.close()
+
+
+def test_sampled_history_reports_exact_values_at_checkpoints() -> None:
+    rng = np.random.default_rng(11)
+    objs = {"a": Objective(goal="maximize", threshold=0.0), "b": Objective(goal="minimize", threshold=1.0),
+            "c": Objective(goal="maximize", threshold=0.0)}
+    Y = rng.random((600, 3))
+    trials = [(i, dict(zip("abc", map(float, y)))) for i, y in enumerate(Y)]
+    exact = dict(hypervolume_trace(trials, objs))
+    sampled = hypervolume_history(trials, objs, max_points=50)
+    assert 10 <= len(sampled) <= 50 and sampled[-1][0] == 599
+    for i, h in sampled:
+        assert h == pytest.approx(exact[i], rel=1e-9)
+    short, ref = hypervolume_history(trials[:40], objs, max_points=50), hypervolume_trace(trials[:40], objs)
+    assert [i for i, _ in short] == [i for i, _ in ref]
+    assert [h for _, h in short] == pytest.approx([h for _, h in ref])
+
+
+def test_cached_analysis_is_refreshed_incrementally_and_equals_a_full_one(tmp_path: object) -> None:
+    from nasctl.web.analysis import AnalysisCache, analyze
+
+    store = Store(f"sqlite:///{tmp_path}/inc.db", create=True)
+    exp = add_synthetic(store, "inc", 20, finish=False)
+    cache = AnalysisCache(store)
+    first = cache.get("inc")
+    assert first.counts["RUNNING"] == 20 and first.front.indices == []
+    trials = store.list_trials(exp.id)
+    for t in trials[:12]:
+        store.finish_trial(t.id, TrialStatus.COMPLETED, {"acc": 0.1 + t.index / 30, "size": 50 - t.index, "lat": 1.0})
+    store.finish_trial(trials[12].id, TrialStatus.FAILED, failure_reason="x")
+    t = store.add_trial(exp.id, 20, {"x": 0.5, "act": "relu"}, "MBM", "inc-20", "")
+    store.set_experiment_status(exp.id, ExperimentStatus.STOPPED)
+    inc = cache.get("inc")
+    full = analyze(store, store.get_experiment("inc"), queries.change_cursor(store, exp.id))
+    assert inc is not first and inc.cursor == full.cursor
+    assert (inc.indices, inc.statuses, inc.values, inc.counts) == (full.indices, full.statuses, full.values, full.counts)
+    assert inc.front == full.front and inc.hv_history == full.hv_history
+    assert inc.experiment.status.value == "STOPPED" and inc.counts["CANDIDATE"] == 1
+    assert cache.get("inc") is inc
