@@ -28,10 +28,4 @@ def command(name: str, dryrun: bool, workdir: str | None, db: str | None, as_jso
         return
     with render.ProgressDisplay(enabled=not as_json) as display:
         summary = service.resume_experiment(store, name, on_progress=display.update, work_root=workdir)
-    view = service.pareto_view(store, name)
-    if as_json:
-        render.print_json({"summary": render.summary_dict(summary), "pareto": view, "database": store.display_url})
-    else:
-        render.run_report(summary, view, store.display_url)
-    if summary.status.value != "COMPLETED":
-        raise SystemExit(1)
+    render.finish(summary, store, as_json)

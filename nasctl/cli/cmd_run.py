@@ -48,13 +48,7 @@ def command(spec_path: str, name: str | None, max_trials: int | None, parallelis
     store = Store(db, create=True)
     with render.ProgressDisplay(enabled=not as_json) as display:
         summary = service.start_experiment(store, spec, work_root, on_progress=display.update)
-    view = service.pareto_view(store, spec.name)
-    if as_json:
-        render.print_json({"summary": render.summary_dict(summary), "pareto": view, "database": store.display_url})
-    else:
-        render.run_report(summary, view, store.display_url)
-    if summary.status.value != "COMPLETED":
-        raise SystemExit(1)
+    render.finish(summary, store, as_json)
 
 
 def _raw(spec: object) -> dict[str, object]:

@@ -235,6 +235,19 @@ def run_report(s: Any, view: dict[str, Any], db: str) -> None:
                   f"`nasctl trials {escape(s.experiment)}`)")
 
 
+def finish(summary: Any, store: Any, as_json: bool) -> None:
+    """Print how a run or resume ended (Pareto front and where the data is); exit 1 unless it completed."""
+    from nasctl.orchestration.service import pareto_view
+
+    view = pareto_view(store, summary.experiment)
+    if as_json:
+        print_json({"summary": summary_dict(summary), "pareto": view, "database": store.display_url})
+    else:
+        run_report(summary, view, store.display_url)
+    if summary.status.value != "COMPLETED":
+        raise SystemExit(1)
+
+
 class ProgressDisplay:
     """Live view while an experiment runs: counts, hypervolume, best trade-offs,
     what the optimizer is doing. On a non-terminal it prints one line per event."""

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from nasctl.pareto import FrontResult, compute_front_large, hypervolume_history
+from nasctl.pareto import FrontResult, compute_front, hypervolume_history
 from nasctl.spec import ExperimentSpec, spec_from_dict
 from nasctl.store import Store
 from nasctl.store import queries
@@ -81,7 +81,7 @@ def analyze(
     for _, st, _ in rows:
         counts[st] = counts.get(st, 0) + 1
     done = [(i, v) for i, st, v in rows if st == TrialStatus.COMPLETED.value]
-    front = compute_front_large(done, spec.objectives, spec.parsed_constraints)
+    front = compute_front(done, spec.objectives, spec.parsed_constraints)
     history = hypervolume_history(done, spec.objectives, spec.parsed_constraints, max_points=HISTORY_POINTS,
                                   reference=front.reference)
     return ExperimentAnalysis(
