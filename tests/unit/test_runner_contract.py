@@ -15,7 +15,7 @@ import pytest
 from nasctl.errors import UnknownRunnerError
 from nasctl.runners import JobRequest, JobState, Runner, SubmittedJob, available_runners, get_runner
 
-RUNNERS = ["local_cwd"]
+RUNNERS = ["local_cwd", "slurm"]
 
 
 def test_every_builtin_runner_is_covered() -> None:
