@@ -1,15 +1,17 @@
 """Run options for TorchX-backed runners: the spec's `runner.cfg` merged with `.torchxconfig`.
 
 TorchX users keep per-scheduler defaults in a `.torchxconfig` INI file
-(`[slurm]`, `[kubernetes]` sections; `$TORCHXCONFIG`, else `$HOME` and the
-current directory). nasctl reads it with TorchX's own loader, so values are
+(`[slurm]`, `[kubernetes]` sections; the file named by `$TORCHXCONFIG`, else
+`~/.torchxconfig` and `./.torchxconfig`, the earlier one winning, as in TorchX). nasctl reads it with TorchX's own loader, so values are
 typed the way `torchx run` types them. Keys in the spec's `runner.cfg` take
 precedence over the file.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Set
+from pathlib import Path
 from typing import Any
 
 from nasctl.errors import SpecError
@@ -52,7 +54,8 @@ def split_cfg(scheduler: str, cfg: Mapping[str, Any] | None, own: Set[str],
     mine = {k: v for k, v in cfg.items() if k in own}
     theirs = {k: v for k, v in cfg.items() if k in known}
     try:
-        apply(scheduler, theirs)
+        # TorchX's default directories are fixed when it is imported; look where it would look now
+        apply(scheduler, theirs, dirs=[str(Path.home()), os.getcwd()])
     except (ValueError, TypeError, FileNotFoundError) as e:
         raise SpecError(f"could not read .torchxconfig for {scheduler}: {e}", "fix the [%s] section" % scheduler) from e
     for k in reserved:
