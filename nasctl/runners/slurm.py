@@ -110,20 +110,20 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
 
 def query_jobs(job_ids: Sequence[str]) -> dict[str, SlurmRecord]:
     """Slurm's view of many jobs: one `sacct` call, plus one `squeue` call only for
-    jobs accounting does not list yet. Unknown ids are absent from the result.
+    jobs accounting does not list (just submitted, or accounting is unreachable).
+    Unknown ids are absent from the result.
 
     Raises:
-        RunnerError: the Slurm commands are missing or the cluster does not answer.
+        RunnerError: the Slurm commands are missing, or neither accounting nor the
+            controller answers.
     """
     if not job_ids:
         return {}
     ids = ",".join(sorted(set(job_ids)))
     p = _run(["sacct", "-X", "--parsable2", "--noheader", "-j", ids,
               "--format=JobIDRaw,JobName,State,ExitCode,Reason"])
-    if p.returncode != 0:
-        raise RunnerError(f"sacct failed: {p.stderr.strip() or p.stdout.strip()}", CLUSTER_HINT)
     found: dict[str, SlurmRecord] = {}
-    for line in p.stdout.splitlines():
+    for line in p.stdout.splitlines() if p.returncode == 0 else []:
         parts = line.split("|")
         if len(parts) < 5:
             continue
@@ -131,7 +131,10 @@ def query_jobs(job_ids: Sequence[str]) -> dict[str, SlurmRecord]:
         found[jid] = SlurmRecord(jid, parts[1], parts[2], _exit_code(parts[3]), parts[4])
     missing = sorted(set(job_ids) - set(found))
     if missing:
+        # the controller still knows recent jobs (MinJobAge), also while slurmdbd is down
         q = _run(["squeue", "-h", "-t", "all", "-j", ",".join(missing), "-o", "%i|%j|%T|%r"])
+        if q.returncode != 0 and p.returncode != 0:
+            raise RunnerError(f"sacct and squeue failed: {p.stderr.strip()}; {q.stderr.strip()}", CLUSTER_HINT)
         for line in q.stdout.splitlines() if q.returncode == 0 else []:
             parts = line.split("|")
             if len(parts) == 4:
