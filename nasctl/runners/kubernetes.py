@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -166,7 +167,8 @@ class KubernetesRunner(Runner):
 
         self._check_shared(request)
         sdir = state_dir(request)
-        entry = self.python if request.entrypoint == self._local_python() else request.entrypoint
+        # the orchestrator's interpreter path means nothing in the image: use the image's python
+        entry = self.python if request.entrypoint == sys.executable else request.entrypoint
         launcher = [self.python, "-m", "nasctl.runners.launcher", "--state-dir", sdir, "--", entry, *request.args]
         # output goes to the pod log and, through tee, to the shared volume (it outlives the pod)
         script = (f"mkdir -p {shlex.quote(sdir)} && "
@@ -176,12 +178,6 @@ class KubernetesRunner(Runner):
         app = to_appdef(request, image=self.image, entrypoint="bash", args=["-c", script])
         app.roles[0].mounts = [VolumeMount(src=self.claim, dst_path=self.mount_path)]
         return self.torchx.dryrun(app, SCHEDULER, cfg=dict(self.cfg))
-
-    @staticmethod
-    def _local_python() -> str:
-        import sys
-
-        return sys.executable
 
     def manifests(self, request: JobRequest) -> dict[str, Any]:
         """The Volcano Job TorchX would create for this trial, as a plain dict."""
