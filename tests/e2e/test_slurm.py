@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from nasctl.runners.base import SubmittedJob
+from nasctl.runners.base import JobRequest, SubmittedJob
 from nasctl.runners.slurm import SlurmRunner, job_id_of, query_jobs
 from nasctl.store import Store
 from nasctl.types import TrialRecord, TrialStatus
@@ -214,25 +214,27 @@ def test_slurm_job_past_its_time_limit_fails_its_trial(time_limit_run: tuple[sub
 
 def test_find_recognises_a_queued_job_that_was_never_recorded(tmp_path: Path) -> None:
     """A crash between sbatch and recording the job, while the job still waits in the queue."""
-    from nasctl.runners import JobRequest
-
     req = JobRequest("slurm-find-7", sys.executable, ["-c", "print('ran')"], {"NASCTL_TRIAL_ID": "7"},
                      str(tmp_path / "trial_0007"))
     runner = SlurmRunner({"time": "5"})
-    job = runner.submit(req)
-    jid = str(job_id_of(job.handle))
+    # the partition is closed while the job is submitted, so it is certain to wait in the queue
+    subprocess.run(["scontrol", "update", "PartitionName=debug", "State=DOWN"], check=True, capture_output=True)
+    jid = ""
     try:
-        subprocess.run(["scontrol", "hold", jid], check=True, capture_output=True)
+        job = runner.submit(req)
+        jid = str(job_id_of(job.handle))
         other = SlurmRunner({}).find(JobRequest("slurm-find-7", sys.executable, [], {}, str(tmp_path / "elsewhere")))
         assert other is None  # same name, different trial directory: not this trial's job
         found = SlurmRunner({}).find(req)  # a fresh runner, as in a restarted orchestrator
         assert found is not None and found.handle == job.handle
         assert SlurmRunner({}).status([found])[found.handle].state.value == "PENDING"
-        subprocess.run(["scontrol", "release", jid], check=True, capture_output=True)
+        subprocess.run(["scontrol", "update", "PartitionName=debug", "State=UP"], check=True, capture_output=True)
         deadline = time.monotonic() + 60
         while not (st := runner.status([found])[found.handle]).state.is_terminal:
             assert time.monotonic() < deadline
             time.sleep(0.25)
         assert st.state.value == "SUCCEEDED" and "ran" in runner.log_tail(found)
     finally:
-        subprocess.run(["scancel", jid], capture_output=True)
+        subprocess.run(["scontrol", "update", "PartitionName=debug", "State=UP"], capture_output=True)
+        if jid:
+            subprocess.run(["scancel", jid], capture_output=True)
