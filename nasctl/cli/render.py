@@ -184,7 +184,7 @@ def dryrun_panel(plan: dict[str, Any]) -> None:
         )
     )
     console.print(Text("TorchX request for the first trial:", style="bold"))
-    console.print(Text(plan["request"]))
+    console.print(Text(plan["request"]), soft_wrap=True)  # the exact request: never re-wrapped
 
 
 def resume_plan(plan: dict[str, Any]) -> None:

@@ -15,6 +15,8 @@ from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, Submitt
 
 BUILTIN_RUNNERS: dict[str, str] = {
     "local_cwd": "nasctl.runners.local:create_runner",
+    "slurm": "nasctl.runners.slurm:create_runner",
+    "kubernetes": "nasctl.runners.kubernetes:create_runner",
 }
 
 

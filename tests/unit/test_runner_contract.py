@@ -1,5 +1,9 @@
 """The runner contract (nasctl.runners.base.Runner), run against every registered runner
-with real jobs. A new runner joins by adding its name to RUNNERS."""
+with real jobs. A new runner joins by adding its name to RUNNERS.
+
+slurm runs against the local Slurm cluster (`scripts/slurm-local.sh up`; the
+tests fail without it). kubernetes runs against the stand-in API server of
+tests/k8s_standin.py, which runs each pod as a local process."""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -15,16 +20,38 @@ import pytest
 from nasctl.errors import UnknownRunnerError
 from nasctl.runners import JobRequest, JobState, Runner, SubmittedJob, available_runners, get_runner
 
-RUNNERS = ["local_cwd"]
+from tests.cluster import require_slurm
+from tests.k8s_standin import StandInCluster
+
+RUNNERS = ["local_cwd", "slurm", "kubernetes"]
 
 
 def test_every_builtin_runner_is_covered() -> None:
     assert sorted(available_runners()) == sorted(RUNNERS)
 
 
+@pytest.fixture(scope="module")
+def k8s_standin() -> Iterator[StandInCluster]:
+    with StandInCluster() as cluster:
+        yield cluster
+
+
 @pytest.fixture(params=RUNNERS)
-def runner(request: pytest.FixtureRequest) -> Runner:
-    return get_runner(request.param, {})
+def runner_cfg(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    """(scheduler, runner.cfg) for each runner, with its cluster available."""
+    if request.param == "slurm":
+        require_slurm()
+    if request.param == "kubernetes":
+        standin = request.getfixturevalue("k8s_standin")
+        return request.param, {"api_server": standin.url, "queue": "default", "image": "nasctl:test",
+                               "log_volume_claim": "nasctl-logs", "log_mount_path": str(tmp_path),
+                               "python": sys.executable}
+    return request.param, {}
+
+
+@pytest.fixture
+def runner(runner_cfg: tuple[str, dict[str, Any]]) -> Runner:
+    return get_runner(*runner_cfg)
 
 
 @pytest.fixture
@@ -101,10 +128,10 @@ def test_unknown_scheduler_names_the_choices() -> None:
 
 
 def test_another_process_can_poll_and_cancel(runner: Runner, make_request: Callable[[str, str], JobRequest],
-                                             tmp_path: Path) -> None:
+                                             runner_cfg: tuple[str, dict[str, Any]]) -> None:
     req = make_request("detached", "import time; print('working', flush=True); time.sleep(120)")
     job = runner.submit(req)
-    fresh = get_runner(runner.scheduler, {})  # what a restarted orchestrator holds: only handle + metadata
+    fresh = get_runner(*runner_cfg)  # what a restarted orchestrator holds: only handle + metadata
     stored = SubmittedJob(**json.loads(json.dumps({"handle": job.handle, "metadata": job.metadata})))
     deadline = time.monotonic() + 30
     while fresh.status([stored])[stored.handle].state != JobState.RUNNING:

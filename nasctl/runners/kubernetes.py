@@ -1,0 +1,308 @@
+"""Kubernetes jobs through TorchX's `kubernetes` scheduler (Volcano Jobs).
+
+Each trial is one TorchX AppDef; TorchX turns it into a Volcano
+`batch.volcano.sh/v1alpha1` Job with one task whose pod runs
+`python -m nasctl.runners.launcher ... -- <trial command>` in `image`.
+A PersistentVolumeClaim (`log_volume_claim`) is mounted at `log_mount_path`
+in every pod. The orchestrator must see that same volume at that same path
+(an NFS or other ReadWriteMany volume mounted on the orchestrator's machine,
+or the orchestrator itself running in a pod that mounts the claim), and the
+experiment's trial directories must lie under it: pods write TensorBoard files
+and the launcher's state files there, and the orchestrator reads metrics from
+there.
+
+The pod runs `bash -c` so that the trial's output also goes, through `tee`, to
+`stdout.log` / `stderr.log` in the trial directory: log tails survive the pod
+(the image needs bash).
+
+Status: one `list` of the namespace's Volcano Jobs answers for every job of a
+poll. A Job that is gone (TorchX cancels by deleting it) is answered from the
+launcher's exit record on the shared volume. Logs come from the pod log API.
+
+Runner options (`runner.cfg`):
+
+- TorchX's kubernetes run options: `queue` (required), `namespace`
+  (default `default`), `service_account`, `priority_class`; defaults from
+  `.torchxconfig`, the spec wins.
+- `image` (required): the container image; it must have nasctl and the trial's
+  dependencies installed.
+- `log_volume_claim` and `log_mount_path` (both required): the shared volume.
+- `python` (default `python`): the interpreter inside the image.
+- `api_server`: the API server URL; without it the kubeconfig is used, as `torchx` does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nasctl.errors import RunnerError, SpecError
+from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
+from nasctl.runners.launcher import EXIT, LAUNCH, read_json, write_json_atomic
+from nasctl.runners.local import ROLE, state_dir, to_appdef
+from nasctl.runners.torchx_options import split_cfg
+
+SCHEDULER = "kubernetes"
+GROUP, VERSION, PLURAL = "batch.volcano.sh", "v1alpha1", "jobs"
+START_GRACE_SECONDS = 120.0
+STDOUT, STDERR = "stdout.log", "stderr.log"
+CANCELLED = "cancelled.json"  # written to the shared volume when nasctl deletes a job
+APP_NAME_LABEL = "torchx.pytorch.org/app-name"
+OWN_OPTIONS = {"image", "log_volume_claim", "log_mount_path", "python", "api_server"}
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT[0-9:.]+Z ")  # pod logs are read with timestamps=True
+CLUSTER_HINT = "check runner.cfg.api_server or your kubeconfig, and that Volcano is installed"
+
+PHASES: dict[str, JobState] = {
+    "Pending": JobState.PENDING,
+    "Inqueue": JobState.PENDING,
+    "Running": JobState.RUNNING,
+    "Restarting": JobState.RUNNING,
+    "Completing": JobState.RUNNING,
+    "Aborting": JobState.RUNNING,
+    "Terminating": JobState.RUNNING,
+    "Completed": JobState.SUCCEEDED,
+    "Aborted": JobState.CANCELLED,
+    "Terminated": JobState.FAILED,
+    "Failed": JobState.FAILED,
+}
+
+
+def parse_handle(handle: str) -> tuple[str, str] | None:
+    """(namespace, job name) from a `kubernetes://session/namespace:name` handle."""
+    prefix, _, app_id = handle.rpartition("/")
+    namespace, sep, name = app_id.partition(":")
+    if not prefix.startswith(f"{SCHEDULER}://") or not sep or not namespace or not name:
+        return None
+    return namespace, name
+
+
+def launch_handle(sdir: str | None, namespace: str) -> str | None:
+    """The handle of the job whose launcher claimed the trial directory (None if none did).
+
+    TorchX's TORCHX_JOB_ID in the pod omits the namespace; it is the runner's."""
+    launch = read_json(os.path.join(sdir, LAUNCH)) if sdir else None
+    value = str((launch or {}).get("torchx_job_id") or "")
+    prefix, _, app_id = value.rpartition("/")
+    if not prefix.startswith(f"{SCHEDULER}://") or not app_id:
+        return None
+    return value if ":" in app_id else f"{prefix}/{namespace}:{app_id}"
+
+
+def _status_from_files(sdir: str | None) -> JobStatus | None:
+    """The launcher's exit record on the shared volume, or nasctl's record of a
+    cancellation, as a status (None if neither exists)."""
+    done = read_json(os.path.join(sdir, EXIT)) if sdir else None
+    if done is None:
+        if sdir and read_json(os.path.join(sdir, CANCELLED)) is not None:
+            return JobStatus(JobState.CANCELLED, "the Volcano job was deleted before the trial recorded an exit")
+        return None
+    rc = done.get("returncode")
+    if done.get("cancelled"):
+        return JobStatus(JobState.CANCELLED, f"cancelled ({done.get('signal')})", rc)
+    if rc == 0:
+        return JobStatus(JobState.SUCCEEDED, None, 0)
+    return JobStatus(JobState.FAILED, f"killed by {done['signal']}" if done.get("signal") else f"exit code {rc}", rc)
+
+
+class KubernetesRunner(Runner):
+    """Runs each trial as a Volcano Job via TorchX's kubernetes scheduler.
+
+    Args:
+        cfg: `runner.cfg` (see the module docstring).
+
+    Raises:
+        SpecError: a required option is missing, or an option is unknown.
+    """
+
+    scheduler = SCHEDULER
+
+    def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
+        self.cfg, own = split_cfg(SCHEDULER, cfg, own=OWN_OPTIONS)
+        missing = [k for k in ("queue", "image", "log_volume_claim", "log_mount_path")
+                   if not (self.cfg if k == "queue" else own).get(k)]
+        if missing:
+            raise SpecError(f"runner.cfg for kubernetes lacks {missing}",
+                            "set queue, image, log_volume_claim and log_mount_path (see the README)")
+        self.cfg.setdefault("namespace", "default")
+        self.image = str(own["image"])
+        self.claim = str(own["log_volume_claim"])
+        self.mount_path = os.path.abspath(str(own["log_mount_path"]))
+        self.python = str(own.get("python", "python"))
+        self.api_server = own.get("api_server")
+        self._runner: Any = None
+
+    @property
+    def torchx(self) -> Any:
+        if self._runner is None:
+            from torchx.runner import get_runner
+
+            client = None
+            if self.api_server:
+                from kubernetes import client as k8s
+
+                conf = k8s.Configuration()
+                conf.host = str(self.api_server)
+                client = k8s.ApiClient(conf)
+            self._runner = get_runner(client=client)
+        return self._runner
+
+    def _api(self) -> Any:
+        from kubernetes import client
+
+        return client.CustomObjectsApi(self.torchx._scheduler(SCHEDULER)._api_client())  # noqa: SLF001
+
+    def _check_shared(self, request: JobRequest) -> None:
+        trial = os.path.abspath(request.trial_dir)
+        if os.path.commonpath([trial, self.mount_path]) != self.mount_path:
+            raise SpecError(f"trial directory {trial} is not under runner.cfg.log_mount_path {self.mount_path}",
+                            f"run nasctl with --workdir under {self.mount_path} so pods and nasctl share it")
+
+    def _dryrun_info(self, request: JobRequest) -> Any:
+        from torchx.specs import VolumeMount
+
+        self._check_shared(request)
+        sdir = state_dir(request)
+        # the orchestrator's interpreter path means nothing in the image: use the image's python
+        entry = self.python if request.entrypoint == sys.executable else request.entrypoint
+        launcher = [self.python, "-m", "nasctl.runners.launcher", "--state-dir", sdir, "--", entry, *request.args]
+        # output goes to the pod log and, through tee, to the shared volume (it outlives the pod)
+        script = (f"mkdir -p {shlex.quote(sdir)} && "
+                  f"exec > >(tee -a {shlex.quote(os.path.join(sdir, STDOUT))}) "
+                  f"2> >(tee -a {shlex.quote(os.path.join(sdir, STDERR))} >&2) && "
+                  f"exec {shlex.join(launcher)}")
+        app = to_appdef(request, image=self.image, entrypoint="bash", args=["-c", script])
+        app.roles[0].mounts = [VolumeMount(src=self.claim, dst_path=self.mount_path)]
+        return self.torchx.dryrun(app, SCHEDULER, cfg=dict(self.cfg))
+
+    def manifests(self, request: JobRequest) -> dict[str, Any]:
+        """The Volcano Job TorchX would create for this trial, as a plain dict."""
+        from torchx.schedulers.kubernetes_scheduler import sanitize_for_serialization
+
+        return sanitize_for_serialization(self._dryrun_info(request).request.resource)  # type: ignore[no-any-return]
+
+    def dryrun(self, request: JobRequest) -> str:
+        """The namespace and the Volcano Job manifest (YAML) TorchX would create."""
+        import yaml
+
+        return f"# namespace: {self.cfg['namespace']}\n" + yaml.safe_dump(self.manifests(request), sort_keys=False)
+
+    def submit(self, request: JobRequest) -> SubmittedJob:
+        try:
+            info = self._dryrun_info(request)
+            os.makedirs(state_dir(request), exist_ok=True)
+            handle = self.torchx.schedule(info)
+        except SpecError:
+            raise
+        except Exception as e:  # kubernetes ApiException, urllib3 errors, ValueError on conflicts
+            raise RunnerError(f"kubernetes did not accept job {request.name}: {e}", CLUSTER_HINT) from e
+        return SubmittedJob(handle=handle, metadata=self._metadata(request))
+
+    @staticmethod
+    def _metadata(request: JobRequest) -> dict[str, Any]:
+        sdir = state_dir(request)
+        return {"state_dir": sdir, "stdout": os.path.join(sdir, STDOUT), "stderr": os.path.join(sdir, STDERR),
+                "submitted": time.time()}
+
+    def _list(self, namespace: str) -> dict[str, dict[str, Any]]:
+        try:
+            resp = self._api().list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+        except Exception as e:  # ApiException, connection errors
+            raise RunnerError(f"could not list Volcano jobs in namespace {namespace}: {e}", CLUSTER_HINT) from e
+        return {item["metadata"]["name"]: item for item in resp.get("items", [])}
+
+    def find(self, request: JobRequest) -> SubmittedJob | None:
+        """The job that claimed the trial directory, else a Job whose pods carry the trial's name."""
+        namespace = str(self.cfg["namespace"])
+        handle = launch_handle(state_dir(request), namespace)
+        if handle is not None:
+            return SubmittedJob(handle, {**self._metadata(request), "reattached": True})
+        for name, job in sorted(self._list(namespace).items()):
+            tasks = job.get("spec", {}).get("tasks", [])
+            labels = (tasks[0].get("template", {}).get("metadata", {}).get("labels", {}) if tasks else {})
+            if labels.get(APP_NAME_LABEL) == request.name:
+                return SubmittedJob(f"{SCHEDULER}://torchx/{namespace}:{name}",
+                                    {**self._metadata(request), "reattached": True})
+        return None
+
+    def _one(self, job: SubmittedJob, listed: Mapping[str, Mapping[str, dict[str, Any]]]) -> JobStatus:
+        parsed = parse_handle(job.handle)
+        if parsed is None:
+            return JobStatus(JobState.UNKNOWN, f"{job.handle} is not a kubernetes job handle")
+        namespace, name = parsed
+        item = listed.get(namespace, {}).get(name)
+        sdir = job.metadata.get("state_dir")
+        if item is None:
+            from_files = _status_from_files(sdir)
+            if from_files is not None:
+                return from_files
+            age = time.time() - float(job.metadata.get("submitted") or 0)
+            if sdir and age < START_GRACE_SECONDS:
+                return JobStatus(JobState.PENDING, "submitted; not yet listed")
+            return JobStatus(JobState.UNKNOWN, f"Volcano job {namespace}/{name} does not exist")
+        phase = str(item.get("status", {}).get("state", {}).get("phase", "Pending"))
+        state = PHASES.get(phase, JobState.UNKNOWN)
+        if state == JobState.FAILED:
+            owner = launch_handle(sdir, namespace)
+            if owner is not None and owner != job.handle:
+                # a duplicate submission whose launcher found the trial claimed: report the real run
+                return self._one(SubmittedJob(owner, job.metadata), listed)
+            return _status_from_files(sdir) or JobStatus(JobState.FAILED, f"Volcano job {name} is {phase}")
+        if state == JobState.SUCCEEDED:
+            return JobStatus(JobState.SUCCEEDED, None, 0)
+        return JobStatus(state, None if state != JobState.UNKNOWN else f"Volcano job {name} is in phase {phase!r}")
+
+    def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
+        """One list call per namespace (normally one) answers for all jobs."""
+        namespaces = {p[0] for p in (parse_handle(j.handle) for j in jobs) if p}
+        listed = {ns: self._list(ns) for ns in sorted(namespaces)}
+        return {job.handle: self._one(job, listed) for job in jobs}
+
+    def cancel(self, job: SubmittedJob) -> None:
+        """Delete the Volcano Job (what `torchx cancel` does); a missing one is not an error."""
+        if parse_handle(job.handle) is None:
+            return
+        from kubernetes.client.rest import ApiException
+
+        try:
+            self.torchx.cancel(job.handle)
+        except ApiException as e:
+            if e.status != 404:
+                raise RunnerError(f"could not cancel {job.handle}: {e.reason}", CLUSTER_HINT) from e
+        sdir = job.metadata.get("state_dir")
+        if sdir and os.path.isdir(sdir):
+            write_json_atomic(os.path.join(sdir, CANCELLED), {"handle": job.handle, "time": time.time()})
+
+    def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
+        """The end of the trial's stderr and stdout on the shared volume, else of the pod's log."""
+        parts = [tail_file(str(job.metadata[k]), lines) for k in ("stderr", "stdout") if job.metadata.get(k)]
+        if any(p.strip() for p in parts):
+            return "\n".join(p for p in parts if p.strip())
+        if parse_handle(job.handle) is None:
+            return ""
+        from kubernetes.client.rest import ApiException
+        from torchx.specs import parse_app_handle
+        from urllib3.exceptions import HTTPError
+
+        sched = self.torchx._scheduler(SCHEDULER)  # noqa: SLF001
+        try:
+            raw = list(sched.log_iter(parse_app_handle(job.handle).app_id, ROLE, k=0))
+        except (ApiException, HTTPError):
+            return ""
+        text = [_TIMESTAMP.sub("", line.rstrip("\n")) for line in raw]
+        return "\n".join(text[-lines:])
+
+    def close(self) -> None:
+        """Drop the API client; jobs keep running."""
+        self._runner = None
+
+
+def create_runner(cfg: Mapping[str, Any] | None = None) -> KubernetesRunner:
+    return KubernetesRunner(cfg)
+
+
+__all__ = ["KubernetesRunner", "create_runner", "parse_handle"]

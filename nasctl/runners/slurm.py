@@ -1,0 +1,322 @@
+"""Slurm jobs through TorchX's `slurm` scheduler, re-attachable by job id.
+
+Each trial is one TorchX AppDef whose single role is named after the trial's
+deterministic job name, so the Slurm job is called `<experiment>-<index>-0`.
+TorchX builds the sbatch script (`submit_dryrun`) and submits it; nasctl only
+points the job's output at the trial directory (TorchX would write it next to
+wherever the orchestrator happened to start) and wraps the training command in
+`nasctl.runners.launcher`, which claims the trial directory so that a trial
+submitted twice (an orchestrator killed between `sbatch` and recording the job)
+trains once.
+
+The trial directory must be on a file system that the Slurm nodes and the
+orchestrator both see: the job writes TensorBoard files and its output there,
+and the orchestrator reads them.
+
+Status comes from accounting (`sacct`): one call answers for every job of a
+poll. Jobs that accounting does not list yet (just submitted) are looked up
+in the controller (`squeue`) in that same poll. TorchX's own `describe` is
+not used: it asserts on the `CANCELLED by <uid>` state of Slurm 22.05 and asks
+once per job.
+
+Runner options (`runner.cfg`): TorchX's slurm run options (`partition`,
+`time`, `comment`, `constraint`, `mail-user`, `mail-type`; `job_dir` is
+refused: nasctl places each job in its trial directory), defaults for them from
+`.torchxconfig`, and `nproc_per_node` (default 1): run the trial under
+`torch.distributed.run --standalone` with that many processes, as TorchX's
+`dist.ddp` component does on one node. Resources come from `trial.resources`:
+`--cpus-per-task` = cpu x nproc_per_node, `--mem` = mem_mb, `--gpus-per-task` = gpu.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nasctl.errors import RunnerError, SpecError
+from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
+from nasctl.runners.launcher import DUPLICATE_EXIT, LAUNCH, read_json
+from nasctl.runners.local import state_dir, to_appdef
+from nasctl.runners.torchx_options import split_cfg
+
+SCHEDULER = "slurm"
+SESSION = "torchx"
+START_GRACE_SECONDS = 120.0  # accounting may list a new job a moment after sbatch returns
+CLUSTER_HINT = "is a Slurm cluster reachable from here? for the local test cluster run scripts/slurm-local.sh up"
+
+PENDING_STATES = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SUSPENDED",
+                  "CONFIGURING", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+RUNNING_STATES = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "STOPPED"}
+FAILED_REASONS = {
+    "FAILED": "the job exited with a non-zero code",
+    "TIMEOUT": "the job ran past its Slurm time limit (raise runner.cfg.time)",
+    "OUT_OF_MEMORY": "the job ran out of memory (raise trial.resources.mem_mb)",
+    "NODE_FAIL": "the node running the job failed",
+    "BOOT_FAIL": "the node could not boot for the job",
+    "DEADLINE": "the job reached its deadline before it could run",
+    "PREEMPTED": "the job was preempted",
+    "REVOKED": "the job was revoked by a federated sibling",
+}
+
+
+@dataclass(frozen=True)
+class SlurmRecord:
+    """One job as Slurm reports it."""
+
+    job_id: str
+    name: str
+    state: str
+    exit_code: int | None
+    reason: str
+
+
+def map_state(record: SlurmRecord) -> JobStatus:
+    """A Slurm job state (as sacct/squeue print it, e.g. `CANCELLED by 0`) as a `JobStatus`.
+
+    Every Slurm 22.05 state is mapped; an unrecognised one is UNKNOWN.
+    """
+    base = record.state.split()[0] if record.state else ""
+    if base in PENDING_STATES:
+        return JobStatus(JobState.PENDING, None if record.reason in ("", "None") else record.reason)
+    if base in RUNNING_STATES:
+        return JobStatus(JobState.RUNNING)
+    if base == "COMPLETED":
+        return JobStatus(JobState.SUCCEEDED, None, record.exit_code)
+    if base == "CANCELLED":
+        return JobStatus(JobState.CANCELLED, f"Slurm job {record.job_id}: {record.state}", record.exit_code)
+    if base in FAILED_REASONS:
+        code = f" (exit code {record.exit_code})" if base == "FAILED" and record.exit_code is not None else ""
+        return JobStatus(JobState.FAILED, f"Slurm job {record.job_id} {base}: {FAILED_REASONS[base]}{code}",
+                         record.exit_code)
+    return JobStatus(JobState.UNKNOWN, f"Slurm job {record.job_id} is in state {record.state!r}")
+
+
+def _exit_code(text: str) -> int | None:
+    code, _, _sig = text.partition(":")
+    return int(code) if code.isdigit() else None
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    if shutil.which(cmd[0]) is None:
+        raise RunnerError(f"the Slurm command {cmd[0]!r} is not installed here", CLUSTER_HINT)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def query_jobs(job_ids: Sequence[str]) -> dict[str, SlurmRecord]:
+    """Slurm's view of many jobs: one `sacct` call, plus one `squeue` call only for
+    jobs accounting does not list (just submitted, or accounting is unreachable).
+    Unknown ids are absent from the result.
+
+    Raises:
+        RunnerError: the Slurm commands are missing, or neither accounting nor the
+            controller answers.
+    """
+    if not job_ids:
+        return {}
+    ids = ",".join(sorted(set(job_ids)))
+    p = _run(["sacct", "-X", "--parsable2", "--noheader", "-j", ids,
+              "--format=JobIDRaw,JobName,State,ExitCode,Reason"])
+    found: dict[str, SlurmRecord] = {}
+    for line in p.stdout.splitlines() if p.returncode == 0 else []:
+        parts = line.split("|")
+        if len(parts) < 5:
+            continue
+        jid = parts[0].split("+")[0]
+        found[jid] = SlurmRecord(jid, parts[1], parts[2], _exit_code(parts[3]), parts[4])
+    missing = sorted(set(job_ids) - set(found))
+    if missing:
+        # the controller still knows recent jobs (MinJobAge), also while slurmdbd is down
+        q = _run(["squeue", "-h", "-t", "all", "-j", ",".join(missing), "-o", "%i|%j|%T|%r"])
+        if q.returncode != 0 and p.returncode != 0:
+            raise RunnerError(f"sacct and squeue failed: {p.stderr.strip()}; {q.stderr.strip()}", CLUSTER_HINT)
+        for line in q.stdout.splitlines() if q.returncode == 0 else []:
+            parts = line.split("|")
+            if len(parts) == 4:
+                jid = parts[0].split("+")[0]
+                found[jid] = SlurmRecord(jid, parts[1], parts[2], None, parts[3])
+    return found
+
+
+def job_id_of(handle: str) -> str | None:
+    """The Slurm job id in a `slurm://session/<id>` handle (None if it is not one)."""
+    prefix, _, job_id = handle.rpartition("/")
+    return job_id if prefix.startswith(f"{SCHEDULER}://") and job_id.isdigit() else None
+
+
+class SlurmRunner(Runner):
+    """Runs each trial as a Slurm batch job via TorchX's slurm scheduler.
+
+    Args:
+        cfg: `runner.cfg` (see the module docstring). Missing TorchX options are
+            read from `.torchxconfig`; the spec wins.
+
+    Raises:
+        SpecError: an unknown or reserved option, or a bad `nproc_per_node`.
+    """
+
+    scheduler = SCHEDULER
+
+    def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
+        self.cfg, own = split_cfg(SCHEDULER, cfg, own={"nproc_per_node"}, reserved={"job_dir"})
+        nproc = own.get("nproc_per_node", 1)
+        if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
+            raise SpecError(f"runner.cfg.nproc_per_node must be a positive integer, got {nproc!r}",
+                            "use e.g. nproc_per_node: 2")
+        self.nproc_per_node = nproc
+        self._runner: Any = None
+
+    @property
+    def torchx(self) -> Any:
+        if self._runner is None:
+            from torchx.runner import get_runner
+
+            self._runner = get_runner()
+        return self._runner
+
+    def _command(self, request: JobRequest) -> list[str]:
+        cmd = [request.entrypoint, *request.args]
+        if self.nproc_per_node > 1:
+            # what TorchX's dist.ddp component runs on one node
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   "--nnodes", "1", "--nproc_per_node", str(self.nproc_per_node), *request.args]
+        return [sys.executable, "-m", "nasctl.runners.launcher", "--state-dir", state_dir(request), "--", *cmd]
+
+    def _dryrun_info(self, request: JobRequest) -> Any:
+        from torchx.specs import macros
+
+        cmd = self._command(request)
+        app = to_appdef(request, image=os.getcwd(), entrypoint=cmd[0], args=cmd[1:])
+        role = app.roles[0]
+        role.name = request.name
+        role.resource.cpu = request.cpu * self.nproc_per_node
+        info = self.torchx.dryrun(app, SCHEDULER, cfg=dict(self.cfg))
+        out = state_dir(request)
+        for replica_name, replica in info.request.replicas.items():
+            # absolute paths in the shared trial directory, not relative to the submit directory
+            replica.srun_opts["output"] = os.path.join(out, f"slurm-{macros.app_id}-{replica_name}.out")
+            replica.srun_opts["error"] = os.path.join(out, f"slurm-{macros.app_id}-{replica_name}.err")
+            replica.sbatch_opts.setdefault("output", os.path.join(out, "slurm-%j.out"))
+        return info
+
+    def dryrun(self, request: JobRequest) -> str:
+        """The sbatch command and the exact batch script TorchX would submit."""
+        return str(self._dryrun_info(request))
+
+    def _metadata(self, request: JobRequest, job_id: str) -> dict[str, Any]:
+        out = state_dir(request)
+        return {
+            "job_id": job_id,
+            "state_dir": out,
+            "stdout": os.path.join(out, f"slurm-{job_id}-{request.name}-0.out"),
+            "stderr": os.path.join(out, f"slurm-{job_id}-{request.name}-0.err"),
+            "batch_log": os.path.join(out, f"slurm-{job_id}.out"),
+            "submitted": time.time(),
+        }
+
+    def submit(self, request: JobRequest) -> SubmittedJob:
+        try:
+            info = self._dryrun_info(request)
+            os.makedirs(state_dir(request), exist_ok=True)
+            handle = self.torchx.schedule(info)
+        except subprocess.CalledProcessError as e:
+            raise RunnerError(f"sbatch refused job {request.name} (exit code {e.returncode})", CLUSTER_HINT) from e
+        except FileNotFoundError as e:
+            raise RunnerError(f"could not submit {request.name}: {e}", CLUSTER_HINT) from e
+        job_id = job_id_of(handle)
+        if job_id is None:
+            raise RunnerError(f"sbatch returned {handle!r} for {request.name}, not a job id", CLUSTER_HINT)
+        return SubmittedJob(handle=handle, metadata=self._metadata(request, job_id))
+
+    def find(self, request: JobRequest) -> SubmittedJob | None:
+        """The job that claimed the trial directory, else a queued job with the trial's
+        name whose output goes to the trial directory."""
+        launch = read_json(os.path.join(state_dir(request), LAUNCH))
+        if launch is not None and job_id_of(str(launch.get("torchx_job_id"))):
+            handle = str(launch["torchx_job_id"])
+            meta = {**self._metadata(request, str(job_id_of(handle))), "reattached": True,
+                    "submitted": launch.get("started", time.time())}
+            return SubmittedJob(handle=handle, metadata=meta)
+        p = _run(["squeue", "-h", "-t", "PD,CF,R,CG,S,RQ", "-n", f"{request.name}-0", "-O", "JobID:|,StdOut:|"])
+        if p.returncode != 0:
+            raise RunnerError(f"squeue failed: {p.stderr.strip()}", CLUSTER_HINT)
+        ids = []
+        for line in p.stdout.splitlines():
+            jid, _, rest = line.partition("|")
+            if os.path.dirname(rest.split("|")[0]) == state_dir(request) and jid.strip().isdigit():
+                ids.append(int(jid))
+        if not ids:
+            return None
+        job_id = str(min(ids))
+        return SubmittedJob(handle=f"{SCHEDULER}://{SESSION}/{job_id}",
+                            metadata={**self._metadata(request, job_id), "reattached": True})
+
+    def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
+        """One Slurm query for all jobs. A job whose launcher found the trial already
+        claimed (a duplicate submission) reports the claiming job's status."""
+        ids: dict[str, str] = {}
+        claimers: dict[str, str] = {}
+        for job in jobs:
+            jid = job_id_of(job.handle)
+            if jid is None:
+                continue
+            ids[job.handle] = jid
+            sdir = job.metadata.get("state_dir")
+            launch = read_json(os.path.join(sdir, LAUNCH)) if sdir else None
+            owner = job_id_of(str((launch or {}).get("torchx_job_id")))
+            if owner is not None and owner != jid:
+                claimers[job.handle] = owner
+        records = query_jobs([*ids.values(), *claimers.values()])
+        result: dict[str, JobStatus] = {}
+        for job in jobs:
+            jid = ids.get(job.handle)
+            rec = records.get(jid) if jid else None
+            if rec is None:
+                age = time.time() - float(job.metadata.get("submitted") or 0)
+                if jid is not None and age < START_GRACE_SECONDS:
+                    result[job.handle] = JobStatus(JobState.PENDING, "submitted; not yet listed by Slurm")
+                else:
+                    result[job.handle] = JobStatus(JobState.UNKNOWN, f"Slurm does not know job {job.handle}")
+                continue
+            st = map_state(rec)
+            owner = claimers.get(job.handle)
+            if st.state == JobState.FAILED and rec.exit_code == DUPLICATE_EXIT and owner in records:
+                st = map_state(records[owner])
+            result[job.handle] = st
+        return result
+
+    def cancel(self, job: SubmittedJob) -> None:
+        """`scancel` the job; cancelling a finished or unknown job is not an error."""
+        jid = job_id_of(job.handle)
+        if jid is None:
+            return
+        p = _run(["scancel", jid])
+        if p.returncode != 0 and "Invalid job id" not in p.stderr and "already completing" not in p.stderr:
+            raise RunnerError(f"scancel {jid} failed: {p.stderr.strip()}", CLUSTER_HINT)
+
+    def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
+        """The end of the trial's stderr and stdout, then of the batch script's own output."""
+        parts = []
+        for key in ("stderr", "stdout", "batch_log"):
+            path = job.metadata.get(key)
+            if path and os.path.isfile(path):
+                text = tail_file(path, lines)
+                if text.strip():
+                    parts.append(text)
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        """Drop the TorchX client; Slurm jobs keep running."""
+        self._runner = None
+
+
+def create_runner(cfg: Mapping[str, Any] | None = None) -> SlurmRunner:
+    return SlurmRunner(cfg)
+
+
+__all__ = ["SlurmRunner", "SlurmRecord", "create_runner", "map_state", "query_jobs"]

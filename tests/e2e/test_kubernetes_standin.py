@@ -1,0 +1,66 @@
+"""A whole nasctl experiment on the kubernetes runner, against the stand-in API
+server of tests/k8s_standin.py: TorchX creates real Volcano Job objects over
+HTTP, the stand-in validates each pod template against the Kubernetes schema
+and runs it as a local process, trials write TensorBoard files to the "shared
+volume" (a directory mounted at the same path), and nasctl reads metrics from
+there. No Kubernetes or Volcano code runs; see the README for what that leaves out."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nasctl.store import Store
+from nasctl.types import TrialStatus
+from tests.conftest import run_cli
+from tests.k8s_standin import StandInCluster
+
+pytestmark = pytest.mark.e2e
+SCRIPT = Path(__file__).parent / "scripts" / "resumable_trial.py"
+
+
+@pytest.fixture
+def cluster() -> Iterator[StandInCluster]:
+    with StandInCluster() as c:
+        yield c
+
+
+def test_experiment_completes_on_the_stand_in_api_server(tmp_path: Path, cluster: StandInCluster) -> None:
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    cfg = {"api_server": cluster.url, "queue": "default", "namespace": "nas", "image": "nasctl:test",
+           "log_volume_claim": "nasctl-runs", "log_mount_path": str(volume), "python": sys.executable}
+    spec = tmp_path / "k8s.yaml"
+    spec.write_text(
+        "name: k8s-standin\n"
+        "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
+        "objectives: {f1: {goal: minimize, threshold: 1.1}, f2: {goal: minimize, threshold: 2.1}}\n"
+        "budget: {max_trials: 4, parallelism: 2, max_failures: 0}\n"
+        f"trial: {{script: {SCRIPT}}}\n"
+        f"runner: {{scheduler: kubernetes, cfg: {json.dumps(cfg)}}}\n"
+        "optimizer: {method: sobol, initial_trials: 4, seed: 5}\n"
+    )
+    db = f"sqlite:///{tmp_path}/k.db"
+    result = run_cli("run", str(spec), "--db", db, "--json", "--workdir", str(volume / "runs"), cwd=tmp_path,
+                     timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["summary"]["status"] == "COMPLETED"
+
+    store = Store(db)
+    trials = store.list_trials(store.get_experiment("k8s-standin").id)
+    store.close()
+    assert [t.status for t in trials] == [TrialStatus.COMPLETED] * 4
+    for t in trials:
+        assert t.scheduler == "kubernetes" and (t.job_handle or "").startswith("kubernetes://torchx/nas:")
+        assert Path(t.log_dir or "").is_relative_to(volume)  # metrics were read from the shared volume
+        x, y = float(t.parameters["x"]), float(t.parameters["y"])
+        assert t.values["f1"] == pytest.approx(x, rel=1e-5)
+        assert t.values["f2"] == pytest.approx(1 - math.sqrt(x) + y, rel=1e-5)
+        assert f"trial {t.index} done" in Path(t.runner_metadata["stdout"]).read_text()
+    assert len(cluster.created) == 4  # one Volcano Job per trial, each accepted after schema validation
+    assert {job["spec"]["queue"] for job in cluster.created} == {"default"}

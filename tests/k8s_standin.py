@@ -1,0 +1,216 @@
+"""A stand-in for the parts of a Kubernetes API server (with Volcano) that the
+kubernetes runner uses, for tests on machines where no Kubernetes can run.
+
+It is a real HTTP server speaking the same JSON the kubernetes client sends and
+expects, for these endpoints only:
+
+- POST   /apis/batch.volcano.sh/v1alpha1/namespaces/NS/jobs          create a Volcano Job
+- GET    /apis/batch.volcano.sh/v1alpha1/namespaces/NS/jobs          list them
+- GET    /apis/batch.volcano.sh/v1alpha1/namespaces/NS/jobs/NAME[/status]
+- DELETE /apis/batch.volcano.sh/v1alpha1/namespaces/NS/jobs/NAME     SIGTERM its pods, then remove it
+- GET    /api/v1/namespaces/NS/pods/POD/log[?timestamps=true]        the pod's output
+
+Every task's pod template is validated as a Pod with kubernetes-validate
+(422 if invalid), then "scheduled" by running its container's command as a
+local process (with the pod's env on top of this process's environment). A
+PersistentVolumeClaim mounted at a path stands for the directory at that same
+path here. What it does not do: images, scheduling, queues, resource limits,
+namespaces' existence, authentication, watches, Volcano policies and plugins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+JOBS = re.compile(r"^/apis/batch\.volcano\.sh/v1alpha1/namespaces/([^/]+)/jobs(?:/([^/]+))?(/status)?$")
+POD_LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
+K8S_VERSION = "1.30"
+
+
+def validate_pod_template(template: dict[str, Any]) -> list[str]:
+    """Errors of a task's pod template, validated as a v1 Pod against the Kubernetes schema."""
+    import kubernetes_validate
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "task", **template.get("metadata", {})},
+           "spec": template.get("spec", {})}
+    try:
+        kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        return [str(e.message)]
+    return []
+
+
+class _Pod:
+    def __init__(self, name: str, container: dict[str, Any], log_dir: str) -> None:
+        self.name = name
+        self.log_path = os.path.join(log_dir, f"{name}.log")
+        env = {**os.environ, **{e["name"]: str(e.get("value", "")) for e in container.get("env", [])}}
+        cmd = [*container.get("command", []), *container.get("args", [])]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=log_dir,
+                                         start_new_session=True)
+
+    def phase(self) -> str:
+        rc = self.proc.poll()
+        return "Running" if rc is None else ("Succeeded" if rc == 0 else "Failed")
+
+    def terminate(self, grace: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            except ProcessLookupError:
+                pass
+
+
+class StandInCluster:
+    """The stand-in API server. Use as a context manager; `url` is its address."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pods: dict[tuple[str, str], _Pod] = {}
+        self.created: list[dict[str, Any]] = []  # every accepted Job body, for assertions
+        self.lock = threading.Lock()
+        self.log_dir = tempfile.mkdtemp(prefix="k8s-standin-")
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> StandInCluster:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        for pod in self.pods.values():
+            pod.terminate(grace=2)
+
+    def _job_view(self, ns: str, name: str) -> dict[str, Any]:
+        body = self.jobs[(ns, name)]
+        phases = [self.pods[(ns, p)].phase() for p in body["_pods"]]
+        if any(p == "Running" for p in phases):
+            phase = "Running"
+        elif all(p == "Succeeded" for p in phases):
+            phase = "Completed"
+        else:
+            phase = "Failed"
+        view = {k: v for k, v in body.items() if k != "_pods"}
+        view["status"] = {"state": {"phase": phase},
+                          "taskStatusCount": {t["name"]: {"phase": {phase if phase != "Completed" else "Succeeded": 1}}
+                                              for t in body["spec"]["tasks"]}}
+        return view
+
+    def _create(self, ns: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        name = body.get("metadata", {}).get("name")
+        if body.get("apiVersion") != "batch.volcano.sh/v1alpha1" or body.get("kind") != "Job" or not name:
+            return 422, _status(422, "Invalid", "expected a named batch.volcano.sh/v1alpha1 Job")
+        errors = [e for t in body.get("spec", {}).get("tasks", []) for e in validate_pod_template(t["template"])]
+        if errors:
+            return 422, _status(422, "Invalid", "; ".join(errors))
+        with self.lock:
+            if (ns, name) in self.jobs:
+                return 409, {**_status(409, "AlreadyExists", f"jobs {name} already exists"), "details": {"name": name}}
+            pods = []
+            for task in body["spec"]["tasks"]:
+                for i in range(int(task.get("replicas", 1))):
+                    pod_name = f"{name}-{task['name']}-{i}"
+                    self.pods[(ns, pod_name)] = _Pod(pod_name, task["template"]["spec"]["containers"][0], self.log_dir)
+                    pods.append(pod_name)
+            stored = {**body, "metadata": {**body["metadata"], "namespace": ns,
+                                           "creationTimestamp": _now()}, "_pods": pods}
+            self.jobs[(ns, name)] = stored
+            self.created.append(body)
+            return 201, self._job_view(ns, name)
+
+    def _delete(self, ns: str, name: str) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            body = self.jobs.pop((ns, name), None)
+        if body is None:
+            return 404, _status(404, "NotFound", f"jobs.batch.volcano.sh {name!r} not found")
+        for pod in body["_pods"]:
+            self.pods[(ns, pod)].terminate()
+        return 200, _status(200, "Success", "deleted")
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        cluster = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, payload: Any, content_type: str = "application/json") -> None:
+                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                url = urlparse(self.path)
+                if m := JOBS.match(url.path):
+                    ns, name, _ = m.groups()
+                    with cluster.lock:
+                        if name is None:
+                            items = [cluster._job_view(n, j) for (n, j) in cluster.jobs if n == ns]
+                            return self._send(200, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "JobList",
+                                                    "items": items, "metadata": {}})
+                        if (ns, name) in cluster.jobs:
+                            return self._send(200, cluster._job_view(ns, name))
+                    return self._send(404, _status(404, "NotFound", f"jobs.batch.volcano.sh {name!r} not found"))
+                if m := POD_LOG.match(url.path):
+                    pod = cluster.pods.get((m.group(1), m.group(2)))
+                    if pod is None:
+                        return self._send(404, _status(404, "NotFound", f"pods {m.group(2)!r} not found"))
+                    with open(pod.log_path, encoding="utf-8", errors="replace") as f:
+                        text = f.read()
+                    if parse_qs(url.query).get("timestamps") == ["true"]:
+                        text = "".join(f"{_now()} {line}" for line in text.splitlines(keepends=True))
+                    return self._send(200, text, "text/plain")
+                self._send(404, _status(404, "NotFound", f"the stand-in does not serve {url.path}"))
+
+            def do_POST(self) -> None:  # noqa: N802
+                m = JOBS.match(urlparse(self.path).path)
+                if not m or m.group(2):
+                    return self._send(404, _status(404, "NotFound", "not served"))
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                self._send(*cluster._create(m.group(1), body))
+
+            def do_DELETE(self) -> None:  # noqa: N802
+                m = JOBS.match(urlparse(self.path).path)
+                if not m or not m.group(2):
+                    return self._send(404, _status(404, "NotFound", "not served"))
+                self._send(*cluster._delete(m.group(1), m.group(2)))
+
+        return Handler
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure" if code >= 400 else "Success",
+            "message": message, "reason": reason, "code": code}
+
+
+if __name__ == "__main__":
+    with StandInCluster() as c:
+        print(c.url, flush=True)
+        while True:
+            time.sleep(3600)
