@@ -54,26 +54,68 @@ def _quiet_ax() -> None:
 FUSED_EXTENSION = "logei_fused_ext"
 
 
-def prebuild_extension() -> subprocess.Popen[bytes] | None:
-    """Start building BoTorch's fused qLogNEHVI kernel in a background process.
-
-    BoTorch compiles it on the first multi-objective proposal in an
-    installation (~30-45 s on 2 cores), which would otherwise stall the loop
-    right after the quasi-random phase. Built while the first trials run, it is
-    ready when the model takes over; torch's build lock makes an in-process
-    load wait for this build instead of starting a second one. Returns None
-    when the kernel is already cached in TORCH_EXTENSIONS_DIR.
-    """
+def _extension_dir() -> str | None:
     root = os.environ.get("TORCH_EXTENSIONS_DIR")
-    if not root or os.path.exists(os.path.join(root, FUSED_EXTENSION, FUSED_EXTENSION + ".so")):
+    return os.path.join(root, FUSED_EXTENSION) if root else None
+
+
+def prebuild_extension() -> subprocess.Popen[bytes] | None:
+    """Build BoTorch's fused qLogNEHVI kernel in a detached background process.
+
+    BoTorch compiles it on first use in an installation (~30-45 s on 2 cores).
+    The build never runs inside the orchestrator: torch guards it with a lock
+    file, and an orchestrator killed while holding it (kill -9 is allowed at
+    any instant) would leave every later process waiting on that lock forever.
+    The builder is a separate process in its own session, records its pid, and
+    removes a lock whose recorded builder is dead before it starts. Until the
+    kernel exists the orchestrator uses BoTorch's pure-Python path (same
+    proposals, slower). Returns None when the kernel is already built.
+    """
+    ext = _extension_dir()
+    if ext is None or os.path.exists(os.path.join(ext, FUSED_EXTENSION + ".so")):
         return None
     code = (
-        "import warnings; warnings.simplefilter('ignore');"
-        "from botorch.acquisition.multi_objective.logei import _try_load_fused_kernel as f; f()"
+        "import os, sys, warnings; warnings.simplefilter('ignore')\n"
+        "ext = sys.argv[1]; os.makedirs(ext, exist_ok=True)\n"
+        "pidfile, lock = os.path.join(ext, 'builder.pid'), os.path.join(ext, 'lock')\n"
+        "try:\n"
+        "    old = int(open(pidfile).read())\n"
+        "    os.kill(old, 0)\n"
+        "    sys.exit(0)  # another builder is alive\n"
+        "except (OSError, ValueError):\n"
+        "    pass\n"
+        "if os.path.exists(lock):\n"
+        "    os.remove(lock)  # left by a builder that died\n"
+        "open(pidfile, 'w').write(str(os.getpid()))\n"
+        "from botorch.acquisition.multi_objective.logei import _try_load_fused_kernel as f; f()\n"
     )
     return subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        [sys.executable, "-c", code, ext], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
+
+
+def use_prebuilt_extension() -> bool:
+    """Hand BoTorch the fused kernel if it has been built, without torch's JIT
+    loader (and its lock); otherwise keep BoTorch on its pure-Python path.
+    Returns whether the kernel is in use."""
+    from botorch.acquisition.multi_objective import logei
+
+    if getattr(logei, "_C", None) is not None:
+        return True
+    logei._load_attempted = True  # never JIT-compile inside the orchestrator
+    ext = _extension_dir()
+    if ext is None or not os.path.exists(os.path.join(ext, FUSED_EXTENSION + ".so")):
+        return False
+    if ext not in sys.path:
+        sys.path.insert(0, ext)
+    try:
+        import importlib
+
+        logei._C = importlib.import_module(FUSED_EXTENSION)  # type: ignore[assignment]
+    except ImportError:
+        return False
+    return True
 
 
 def ax_metric_names(spec: ExperimentSpec) -> dict[str, str]:
@@ -206,6 +248,7 @@ class AxOptimizer:
     # --- proposing ----------------------------------------------------------
     def generate(self, n: int) -> list[Candidate]:
         """Up to `n` new candidates (fewer when the strategy is between steps)."""
+        use_prebuilt_extension()
         trials = self.client.get_next_trials(max_trials=n)
         out = []
         for index, params in sorted(trials.items()):

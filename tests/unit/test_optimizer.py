@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from nasctl.orchestration.optimizer import AxOptimizer, ax_metric_names
 from nasctl.spec import parse_spec
@@ -63,3 +67,25 @@ def test_same_seed_same_start() -> None:
     a = [c.parameters for c in AxOptimizer(spec).generate(4)]
     b = [c.parameters for c in AxOptimizer(spec).generate(4)]
     assert a == b
+
+
+def test_a_stale_kernel_build_lock_never_blocks_proposals(tmp_path: Path) -> None:
+    """An orchestrator SIGKILLed while torch held its extension-build lock leaves the
+    lock file behind; later orchestrators must still propose (they never JIT-build)."""
+    ext = tmp_path / "ext" / "logei_fused_ext"
+    ext.mkdir(parents=True)
+    (ext / "lock").touch()
+    code = f"""
+from nasctl.spec import parse_spec
+from nasctl.orchestration.optimizer import AxOptimizer
+spec = parse_spec('''{SPEC}'''.replace("initial_trials: 6", "initial_trials: 3"))
+opt = AxOptimizer(spec)
+for c in opt.generate(3):
+    opt.complete(c.index, {{"val/acc": 0.5 + 0.1 * c.index, "size": 1000.0 * (c.index + 1), "latency-ms": 1.0}})
+(c,) = opt.generate(1)
+print("method", c.method)
+"""
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "method MBM" in proc.stdout
