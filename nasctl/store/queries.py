@@ -26,7 +26,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from nasctl.spec import Constraint
 from nasctl.store.models import EventRow, TrialRow
-from nasctl.store.store import Store, _trial, utcnow
+from nasctl.store.store import Store, _trial, retrying, utcnow
 from nasctl.types import EventRecord, TrialRecord, TrialStatus
 
 STOP_REQUESTED = "stop_requested"
@@ -59,6 +59,7 @@ class TrialPage:
     trials: list[TrialRecord]
 
 
+@retrying
 def change_cursor(store: Store, experiment_id: int) -> int:
     """The id of the experiment's latest event (0 if none).
 
@@ -71,6 +72,7 @@ def change_cursor(store: Store, experiment_id: int) -> int:
         return int(top or 0)
 
 
+@retrying
 def changed_trial_indices(store: Store, experiment_id: int, after_id: int) -> tuple[int, set[int], bool]:
     """Trials touched by events after event `after_id`.
 
@@ -89,6 +91,7 @@ def changed_trial_indices(store: Store, experiment_id: int, after_id: int) -> tu
     return cursor, indices, any(r[1] is None for r in rows)
 
 
+@retrying
 def trial_points(
     store: Store, experiment_id: int, indices: Iterable[int] | None = None
 ) -> list[tuple[int, str, dict[str, float]]]:
@@ -106,6 +109,7 @@ def trial_points(
         return out
 
 
+@retrying
 def trial_parameters(store: Store, experiment_id: int, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
     """Parameters of the given trials, by trial index (missing indices are left out)."""
     wanted = sorted(set(indices))
@@ -121,6 +125,7 @@ def trial_parameters(store: Store, experiment_id: int, indices: Iterable[int]) -
     return out
 
 
+@retrying
 def trials_by_index(store: Store, experiment_id: int, indices: Iterable[int]) -> list[TrialRecord]:
     """Full records of the given trials, in index order (missing indices are left out)."""
     wanted = sorted(set(indices))
@@ -142,6 +147,7 @@ def _json_field(column: Any, name: str, numeric: bool) -> ColumnElement[Any]:
     return element.as_float() if numeric else element.as_string()  # type: ignore[no-any-return]
 
 
+@retrying
 def page_trials(
     store: Store,
     experiment_id: int,
@@ -189,6 +195,7 @@ def page_trials(
         return TrialPage(total, [_trial(r) for r in s.scalars(q)])
 
 
+@retrying
 def request_stop(store: Store, experiment_id: int, reason: str, cancel: bool = False) -> int:
     """Record a request to stop the experiment (kind `stop_requested`). Returns the event id.
 
@@ -200,6 +207,7 @@ def request_stop(store: Store, experiment_id: int, reason: str, cancel: bool = F
     return _request(store, experiment_id, STOP_REQUESTED, f"{what} requested: {reason}", None, reason, cancel)
 
 
+@retrying
 def request_cancel(store: Store, experiment_id: int, trial_index: int, reason: str) -> int:
     """Record a request to cancel one trial (kind `cancel_requested`). Returns the event id.
 
@@ -239,6 +247,7 @@ class OperatorRequest:
     cancel: bool = False
 
 
+@retrying
 def requests_after(store: Store, experiment_id: int, after_id: int = 0) -> list[OperatorRequest]:
     """Stop and cancel requests recorded after event `after_id`, oldest first (for the orchestrator)."""
     with store._session() as s:  # noqa: SLF001
@@ -258,6 +267,7 @@ def requests_after(store: Store, experiment_id: int, after_id: int = 0) -> list[
         ]
 
 
+@retrying
 def trial_events(store: Store, experiment_id: int, trial_index: int, limit: int = 1000) -> list[EventRecord]:
     """The events of one trial (its status timeline), oldest first."""
     with store._session() as s:  # noqa: SLF001
@@ -270,6 +280,7 @@ def trial_events(store: Store, experiment_id: int, trial_index: int, limit: int 
         return [EventRecord(r.id, r.experiment_id, r.time, r.kind, r.message, r.trial_index) for r in s.scalars(q)]
 
 
+@retrying
 def import_finished_trials(
     store: Store,
     experiment_id: int,
@@ -312,6 +323,7 @@ def import_finished_trials(
     return len(trial_rows)
 
 
+@retrying
 def latest_events(store: Store, experiment_id: int, limit: int = 200) -> list[EventRecord]:
     """The experiment's `limit` most recent events, oldest first."""
     with store._session() as s:  # noqa: SLF001

@@ -64,7 +64,9 @@ def _transient(e: BaseException) -> bool:
 def retrying(fn: F) -> F:
     """Retry a store operation with exponential backoff while the database is
     unreachable (restart, dropped connection, lock), for up to RETRY_SECONDS.
-    Each operation is one transaction, so a retry never half-applies it."""
+    Each operation is one transaction, so a retry never half-applies it.
+    Wraps Store methods and module functions whose first argument is the Store
+    (nasctl.store.queries): every database access goes through it."""
 
     @functools.wraps(fn)
     def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
