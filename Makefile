@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.nasctl-installed
 
-.PHONY: demo test install clean-demo
+.PHONY: demo test install clean-demo services
 
 install: $(STAMP)
 
@@ -31,5 +31,12 @@ demo: install
 clean-demo:
 	rm -rf nasctl.db nasctl.db-wal nasctl.db-shm nasctl_runs/demo
 
-test: install
+# What the suite talks to besides PostgreSQL and MariaDB (which must be running):
+# Debian's Chromium for the browser tests and a local Slurm cluster (root; both
+# idempotent, seconds when already there).
+services:
+	@[ -x /usr/bin/chromium ] || { apt-get update -qq && apt-get install -y -qq chromium; }
+	scripts/slurm-local.sh up
+
+test: install services
 	$(PY) -m pytest
