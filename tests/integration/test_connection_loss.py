@@ -65,11 +65,17 @@ def test_run_survives_dropped_connections(tmp_path: Path, db_url: str) -> None:
     check_results(db_url, "flaky", runs, 6)
 
 
-def _restart_postgresql() -> None:
-    """Restart the machine's PostgreSQL cluster (root and Debian's pg_ctlcluster required)."""
+def _restart_postgresql(down_seconds: float = 4.0) -> None:
+    """Stop the machine's PostgreSQL cluster, keep it down for `down_seconds` (the loop
+    touches the store at least once a second, so it must meet the outage), start it
+    again. Needs root and Debian's pg_ctlcluster."""
     version = sorted(os.listdir("/etc/postgresql"))[-1]
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart", "--", "-m", "fast"],
-                   check=True, capture_output=True, timeout=120)
+    ctl = ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main"]
+    subprocess.run([*ctl, "stop", "--", "-m", "fast"], check=True, capture_output=True, timeout=120)
+    try:
+        time.sleep(down_seconds)
+    finally:
+        subprocess.run([*ctl, "start"], check=True, capture_output=True, timeout=120)
 
 
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
