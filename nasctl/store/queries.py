@@ -247,24 +247,14 @@ class OperatorRequest:
     cancel: bool = False
 
 
-@retrying
 def requests_after(store: Store, experiment_id: int, after_id: int = 0) -> list[OperatorRequest]:
     """Stop and cancel requests recorded after event `after_id`, oldest first (for the orchestrator)."""
-    with store._session() as s:  # noqa: SLF001
-        q = (
-            select(EventRow)
-            .where(
-                EventRow.experiment_id == experiment_id,
-                EventRow.id > after_id,
-                EventRow.kind.in_([STOP_REQUESTED, CANCEL_REQUESTED]),
-            )
-            .order_by(EventRow.id)
-        )
-        return [
-            OperatorRequest(int(r.id), r.kind, r.trial_index, str((r.data or {}).get("reason", "")),
-                            bool((r.data or {}).get("cancel", False)))
-            for r in s.scalars(q)
-        ]
+    events = store.events(experiment_id, after_id, limit=10_000, kinds=(STOP_REQUESTED, CANCEL_REQUESTED))
+    return [
+        OperatorRequest(e.id, e.kind, e.trial_index, str((e.data or {}).get("reason", "")),
+                        bool((e.data or {}).get("cancel", False)))
+        for e in events
+    ]
 
 
 @retrying
