@@ -202,6 +202,7 @@ TRIAL_SOURCES = {
     "search_space": "a built-in such as mlp_digits",
     "script": "a training script",
     "function": "a Python function pkg.module:fn",
+    "component": "a TorchX component such as utils.python or file.py:fn",
 }
 TARGET_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -214,6 +215,7 @@ class TrialSpec(_Model):
     search_space: str | None = None
     script: str | None = None
     function: str | None = None
+    component: str | None = None
     args: dict[str, Scalar] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
     code_dir: str | None = None
@@ -450,6 +452,8 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Expe
         if not script.is_file():
             raise SpecError(f"trial.script {spec.trial.script} does not exist (looked at {script})", "fix the path")
         spec = spec.model_copy(update={"trial": spec.trial.model_copy(update={"script": str(script)})})
+    if spec.trial.component:
+        spec = spec.model_copy(update={"trial": spec.trial.model_copy(update={"code_dir": str(p.parent.resolve())})})
     if spec.trial.function:
         code_dir = str(p.parent.resolve())
         _check_importable(spec.trial.function.partition(":")[0], code_dir, "trial.function")

@@ -38,6 +38,7 @@ from nasctl.orchestration import failpoints
 from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.pareto import compute_front
 from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
+from nasctl.runners.components import component_job, resolve_component_name
 from nasctl.search_spaces import get_search_space
 from nasctl.search_spaces.function import FUNCTION_ENTRY_MODULE
 from nasctl.spec import ExperimentSpec
@@ -95,22 +96,38 @@ def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: i
     elif spec.trial.function:
         # one JSON argument keeps every value's type exact (a choice "1" stays a string)
         args = ["-m", FUNCTION_ENTRY_MODULE, spec.trial.function, "--parameters", json.dumps(active)]
+    elif spec.trial.component:
+        return _component_request(spec, experiment, index, tdir, tb, active)
     else:
         assert spec.trial.script is not None
         args = [spec.trial.script, *argv]
-    threads = str(spec.trial.resources.cpu)
+    env = _trial_env(experiment, index, tb, spec.trial.resources.cpu, spec.trial.code_dir)
+    r = spec.trial.resources
+    return JobRequest(job_name(experiment, index), sys.executable, args, env, tdir, r.cpu, r.mem_mb, r.gpu)
+
+
+def _trial_env(experiment: str, index: int, tb: str, cpu: int, code_dir: str | None) -> dict[str, str]:
     env = {
         "NASCTL_EXPERIMENT": experiment,
         "NASCTL_TRIAL_ID": str(index),
         "NASCTL_LOG_DIR": tb,
-        "OMP_NUM_THREADS": threads,
-        "MKL_NUM_THREADS": threads,
+        "OMP_NUM_THREADS": str(cpu),
+        "MKL_NUM_THREADS": str(cpu),
         "PYTHONUNBUFFERED": "1",
     }
-    if spec.trial.code_dir:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (spec.trial.code_dir, os.environ.get("PYTHONPATH")) if p)
-    r = spec.trial.resources
-    return JobRequest(job_name(experiment, index), sys.executable, args, env, tdir, r.cpu, r.mem_mb, r.gpu)
+    if code_dir:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (code_dir, os.environ.get("PYTHONPATH")) if p)
+    return env
+
+
+def _component_request(spec: ExperimentSpec, experiment: str, index: int, tdir: str, tb: str,
+                       values: Mapping[str, ParamValue]) -> JobRequest:
+    """The job a TorchX component describes for this trial; its role's resources apply."""
+    assert spec.trial.component is not None
+    target = resolve_component_name(spec.trial.component, spec.trial.code_dir)
+    job = component_job(target, values, tb, index)
+    env = {**job.env, **_trial_env(experiment, index, tb, job.cpu, spec.trial.code_dir)}
+    return JobRequest(job_name(experiment, index), job.entrypoint, job.args, env, tdir, job.cpu, job.mem_mb, job.gpu)
 
 
 @dataclass

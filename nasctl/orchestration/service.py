@@ -19,6 +19,7 @@ from typing import Any
 from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError
 from nasctl.pareto import compute_front
 from nasctl.runners import get_runner
+from nasctl.runners.components import check_component, resolve_component_name
 from nasctl.search_spaces import get_search_space
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store
@@ -60,6 +61,9 @@ def check_spec_runnable(spec: ExperimentSpec) -> None:
                 f"search space {space.name} does not log metrics {missing}",
                 f"it logs: {', '.join(space.metrics)}",
             )
+    if spec.trial.component:
+        target = resolve_component_name(spec.trial.component, spec.trial.code_dir)
+        check_component(target, [*spec.search_space, *spec.trial.args])
     if spec.runner.scheduler == "inprocess" and not spec.trial.function:
         raise BadInputError("runner.scheduler inprocess runs only trial.function trials",
                             "set trial.function, or use runner.scheduler local_cwd")

@@ -156,6 +156,7 @@ def test_function_spec_validation(tmp_path: Path, funcs: str) -> None:
     assert req.env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("scheduler", ["inprocess", "local_cwd"])
 def test_function_experiment_end_to_end(tmp_path: Path, funcs: str, scheduler: str) -> None:
     """The same spec through the real loop, in the orchestrator's process and as
