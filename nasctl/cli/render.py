@@ -44,6 +44,15 @@ def _fmt(v: Any) -> str:
     return escape(str(v))
 
 
+def _duration(seconds: float) -> str:
+    seconds = float(seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _counts(counts: dict[str, int]) -> str:
     parts = [f"[{STATUS_STYLE.get(k, '')}]{k.lower()} {n}[/]" for k, n in counts.items() if n]
     return ", ".join(parts) or "no trials"
@@ -82,6 +91,9 @@ def status_panel(v: dict[str, Any]) -> None:
         f"constraints  {escape(', '.join(v['constraints'])) or '-'}",
         f"hypervolume  {v['hypervolume']:.6g}  (Pareto front: {v['pareto_size']} trials)",
         f"mean trial   {v['mean_trial_seconds']}s" if v["mean_trial_seconds"] else "mean trial   -",
+        *([f"early stop   {v['early_stopping']['trials_stopped']} trials stopped on "
+           f"{escape(str(v['early_stopping']['metric']))}, ~{_duration(v['early_stopping']['seconds_saved'])} "
+           "of trial time saved"] if v.get("early_stopping") else []),
         f"scheduler    {escape(v['scheduler'])}",
         f"trial files  {escape(v['work_dir'])}",
         f"database     {escape(v['database'])}",
@@ -217,6 +229,8 @@ def summary_dict(s: Any) -> dict[str, Any]:
         "generation_s_max": gen[-1] if gen else None,
         "reattached": s.reattached,
         "left_running": s.left_running,
+        "early_stopped": s.counts.get("EARLY_STOPPED", 0),
+        "seconds_saved": round(s.seconds_saved, 1),
     }
 
 
@@ -227,6 +241,9 @@ def run_report(s: Any, view: dict[str, Any], db: str) -> None:
         + (f": {escape(s.reason)}" if s.reason else "")
         + f" in {s.elapsed:.0f}s ({_counts(s.counts)})"
     )
+    if s.counts.get("EARLY_STOPPED", 0):
+        console.print(f"early stopping: {s.counts['EARLY_STOPPED']} trials stopped, "
+                      f"~{_duration(s.seconds_saved)} of trial time saved (estimate; see README)")
     if s.left_running:
         console.print(f"{s.left_running} trials are still running; `nasctl resume {escape(s.experiment)}` "
                       "re-attaches them (`nasctl stop --cancel` cancels them)")

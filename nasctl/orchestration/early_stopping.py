@@ -11,8 +11,9 @@ under an optimistic projection of where it ends:
    favourable direction. When no completed trial was as bad at p, the trial is
    kept: nothing yet says it will finish worse than them.
 2. *Other objectives.* An objective other than the watched one counts as known
-   while it has been logged at exactly one step (a cost metric such as
-   num_params logged once, at step 0); its value is used as is. An objective
+   when it has been logged at exactly one step and the watched curve has since
+   moved past that step (a cost metric such as num_params logged once, at step
+   0); its value is used as is. An objective
    that is not logged yet, or has a curve of its own (its final value is not
    known), is unknown and taken as unboundedly good (+inf in the maximised
    orientation). Constrained metrics follow the same rule; an unknown one is
@@ -55,7 +56,10 @@ from statistics import median
 
 from nasctl.pareto import compute_front
 from nasctl.spec import REDUCED_PRECISIONS, EarlyStoppingSpec, ExperimentSpec
-from nasctl.types import Observation
+from nasctl.types import EventRecord, Observation
+
+#: Event kind recording a stop decision; its data is `StopDecision.event_data()`.
+EARLY_STOPPED_EVENT = "early_stopped"
 
 #: A curve: step -> (value, wall time). The first value stored for a step wins, as in the store.
 Curve = dict[int, tuple[float, float | None]]
@@ -221,17 +225,21 @@ class EarlyStopper:
             if name == self.metric:
                 point[name] = projected
                 continue
-            c = trial.curves.get(name, {})
-            if len(c) == 1:
-                point[name] = next(iter(c.values()))[0]
+            if self._static(trial, name):
+                point[name] = next(iter(trial.curves[name].values()))[0]
             else:
                 unknown.append(name)
                 point[name] = math.inf if obj.maximize else -math.inf
         for con in self.spec.parsed_constraints:
-            c = trial.curves.get(con.metric, {})
-            if len(c) == 1:
-                point[con.metric] = next(iter(c.values()))[0]
+            if self._static(trial, con.metric):
+                point[con.metric] = next(iter(trial.curves[con.metric].values()))[0]
         return point, unknown
+
+    def _static(self, trial: _Trial, metric: str) -> bool:
+        """A metric is known (final) when it was logged at exactly one step and the
+        watched curve has moved past that step without it being logged again."""
+        c = trial.curves.get(metric, {})
+        return len(c) == 1 and next(iter(c)) < max(trial.curves[self.metric])
 
     def _infeasible(self, point: Mapping[str, float]) -> str | None:
         for name, obj in self.spec.objectives.items():
@@ -277,6 +285,28 @@ class EarlyStopper:
             if span > 0 and w1 >= w0:
                 return (w1 - w0) / span * (final - progress)
         return max(0.0, elapsed) / progress * (final - progress) if progress > 0 else 0.0
+
+
+def stop_records(events: Iterable[EventRecord], stopped: Iterable[int]) -> dict[int, dict[str, object]]:
+    """The last stop decision recorded for each trial in `stopped` (the EARLY_STOPPED
+    ones). A trial judged again after a crash between the event and its status
+    change has two events; the last one is the one that stopped it."""
+    keep = set(stopped)
+    out: dict[int, dict[str, object]] = {}
+    for ev in events:
+        if ev.kind == EARLY_STOPPED_EVENT and ev.trial_index in keep and isinstance(ev.data, dict):
+            out[ev.trial_index] = ev.data
+    return out
+
+
+def seconds_saved(records: Mapping[int, Mapping[str, object]]) -> float:
+    """Total estimated trial time saved over the records of `stop_records`."""
+    total = 0.0
+    for data in records.values():
+        v = data.get("seconds_saved")
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            total += float(v)
+    return total
 
 
 def _value_at(curve: Sequence[tuple[float, float]], progress: float) -> float | None:
