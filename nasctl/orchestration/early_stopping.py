@@ -4,12 +4,14 @@ A running trial is stopped only when it cannot reach the Pareto front even
 under an optimistic projection of where it ends:
 
 1. *Projection of the watched curve.* At the trial's current progress p (see
-   `EarlyStoppingSpec.progress`), take every completed trial whose curve at p
-   (its last point at or before p) was no better than this trial's current
-   value. The projected final value is the best final value any of them
-   reached, at least this trial's best value so far, plus `margin` in the
-   favourable direction. When no completed trial was as bad at p, the trial is
-   kept: nothing yet says it will finish worse than them.
+   `EarlyStoppingSpec.progress`), with each completed trial's value at p being
+   its last point at or before p, the projected final value is the most
+   favourable of: (a) the best final value of the completed trials that were
+   no better than this trial at p (they started as badly; this one may end as
+   well as the best of them), (b) this trial's current value plus the largest
+   gain any completed trial made from p to its end (it may improve as much as
+   the best learner did), (c) its own best value so far; then `margin` is added
+   in the favourable direction.
 2. *Other objectives.* An objective other than the watched one counts as known
    when it has been logged at exactly one step and the watched curve has since
    moved past that step (a cost metric such as num_params logged once, at step
@@ -180,20 +182,7 @@ class EarlyStopper:
             return None
         obj = self.spec.objectives[self.metric]
         sign = 1.0 if obj.maximize else -1.0
-        peers: list[tuple[int, float]] = []  # (index, final value) of completed trials no better at this point
-        for i, t in self._trials.items():
-            if t not in completed:
-                continue
-            then = _value_at(self._progress_curve(t.curves[self.metric]), progress)
-            if then is not None and sign * then <= sign * current:
-                assert t.values is not None
-                peers.append((i, t.values[self.metric]))
-        if not peers:
-            return None  # better than every completed trial was at this point
-        best_final = max(sign * v for _, v in peers)
-        best_so_far = max(sign * v for _, v in curve)
-        projected = sign * (max(best_final, best_so_far) + self.es.margin)
-
+        projected, basis = self._project(trial, completed, curve, progress, current)
         optimistic, unknown = self._optimistic_point(trial, projected)
         why = self._infeasible(optimistic)
         dominated_by: list[int] = []
@@ -205,18 +194,45 @@ class EarlyStopper:
         step = max(trial.curves[self.metric])
         what = "epoch" if self.es.progress == "points" else "step"
         of = f" of {final:g}" if final is not None else ""
-        peer_idx = sorted(i for i, _ in peers)
         reason = (
             f"early stopped at step {step} ({what} {progress:g}{of}): {self.metric} {current:.4g} projects to at "
-            f"best {projected:.4g} (best final of trial{'s' if len(peer_idx) > 1 else ''} "
-            f"{_short(peer_idx)}, no better at this point"
-            + (f", + margin {self.es.margin:g}" if self.es.margin else "") + ")"
+            f"best {projected:.4g} ({basis}" + (f", + margin {self.es.margin:g}" if self.es.margin else "") + ")"
             + (f", {', '.join(unknown)} not known yet" if unknown else "")
             + f"; {why}"
         )
         known = {k: v for k, v in optimistic.items() if k not in unknown}
         return StopDecision(index, step, progress, final, reason, dominated_by, known, unknown,
                             self._seconds_saved(trial, progress, final, elapsed))
+
+    def _project(self, trial: _Trial, completed: Sequence[_Trial], curve: Sequence[tuple[float, float]],
+                 progress: float, current: float) -> tuple[float, str]:
+        """Optimistic final value of the watched metric, and what it rests on (see the module doc)."""
+        sign = 1.0 if self.spec.objectives[self.metric].maximize else -1.0
+        peers: list[int] = []  # completed trials no better at this point
+        peer_best = gain = -math.inf
+        gainer = -1
+        for i, t in self._trials.items():
+            if t not in completed:
+                continue
+            assert t.values is not None
+            then = _value_at(self._progress_curve(t.curves[self.metric]), progress)
+            if then is None:
+                continue
+            end = sign * t.values[self.metric]
+            if sign * then <= sign * current:
+                peers.append(i)
+                peer_best = max(peer_best, end)
+            if end - sign * then > gain:
+                gain, gainer = end - sign * then, i
+        own = max(sign * v for _, v in curve)
+        best = max(peer_best, sign * current + gain, own)
+        if best == own:
+            basis = "its best so far"
+        elif best == peer_best:
+            basis = f"best final of trial{'s' if len(peers) > 1 else ''} {_short(sorted(peers))}, no better at this point"
+        else:
+            basis = f"plus the largest later gain, {gain:+.4g} by trial {gainer}"
+        return sign * (best + self.es.margin), basis
 
     def _optimistic_point(self, trial: _Trial, projected: float) -> tuple[dict[str, float], list[str]]:
         point: dict[str, float] = {}

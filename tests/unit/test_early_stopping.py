@@ -85,6 +85,14 @@ def test_stops_a_hopeless_dominated_trial() -> None:
     assert d.seconds_saved == pytest.approx(2.0)
 
 
+def test_worse_than_every_completed_trial_is_projected_by_the_largest_gain() -> None:
+    es = stopper(make_spec())
+    # no completed trial was this bad at epoch 3; the best learner from epoch 3 on (trial 2) gained 0.3
+    d = es.judge(running(es, [0.05, 0.06, 0.07], 5000.0), 8.0)
+    assert d is not None and d.projected["val_acc"] == pytest.approx(0.37)
+    assert "largest later gain, +0.3 by trial 2" in d.reason and d.dominated_by == [0]
+
+
 def test_keeps_a_promising_trial() -> None:
     es = stopper(make_spec())
     # ahead of every completed trial at epoch 3: nothing says it ends worse
