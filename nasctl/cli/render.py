@@ -26,7 +26,7 @@ STATUS_STYLE = {
     "RUNNING": "cyan",
     "CANDIDATE": "blue",
     "FAILED": "red",
-    "EARLY_STOPPED": "yellow",
+    "EARLY_STOPPED": "cyan",
     "ABANDONED": "magenta",
     "STOPPED": "yellow",
 }
