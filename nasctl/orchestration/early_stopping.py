@@ -180,8 +180,6 @@ class EarlyStopper:
             return None
         if final is not None and (progress < min(1.0, self.es.min_fraction * grace) * final or progress >= final):
             return None
-        obj = self.spec.objectives[self.metric]
-        sign = 1.0 if obj.maximize else -1.0
         projected, basis = self._project(trial, completed, curve, progress, current)
         optimistic, unknown = self._optimistic_point(trial, projected)
         why = self._infeasible(optimistic)
