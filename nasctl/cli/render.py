@@ -176,6 +176,13 @@ def pareto_table(v: dict[str, Any]) -> None:
     console.print(f"hypervolume {v['hypervolume']:.6g} w.r.t. reference point {ref}{escape(note)}")
 
 
+def _early_stopping_line(es: dict[str, Any]) -> str:
+    unit = "epochs" if es["progress"] == "points" else "steps"
+    return (f"early stop  on {escape(str(es['metric']))} once {es['min_completed']} trials completed, "
+            f"from {es['min_progress']} {unit} and {es['min_fraction']:g} of a trial "
+            f"(x{es['reduced_precision_grace']:g} for bf16/fp16)")
+
+
 def dryrun_panel(plan: dict[str, Any]) -> None:
     first = plan["first_trial"]
     console.print(
@@ -189,6 +196,7 @@ def dryrun_panel(plan: dict[str, Any]) -> None:
                     + ", ".join(f"{escape(k)}={_fmt(x)}" for k, x in first["parameters"].items()),
                     "command     " + escape(" ".join(plan["command"])),
                     "env         " + escape(" ".join(f"{k}={x}" for k, x in plan["env"].items())),
+                    *([_early_stopping_line(plan["early_stopping"])] if plan.get("early_stopping") else []),
                 ]
             ),
             title="dry run: nothing was started",

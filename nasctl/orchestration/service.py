@@ -87,6 +87,8 @@ def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
         "request": runner.dryrun(request),
         "budget": spec.budget.model_dump(),
         "initial_trials": spec.initial_trials,
+        "early_stopping": None if spec.early_stopping is None
+        else {**spec.early_stopping.model_dump(), "metric": spec.early_stopping_metric},
     }
 
 
