@@ -227,3 +227,23 @@ def test_stop_records_keep_the_last_decision_per_stopped_trial() -> None:
     records = stop_records(events, [3, 4])
     assert set(records) == {3, 4} and seconds_saved(records) == 9.5
     assert math.isclose(seconds_saved({}), 0.0)
+
+
+def test_the_decision_depends_only_on_the_curves() -> None:
+    """Fed in one batch (a resume reading the store) or point by point (a live run),
+    and with completions recorded in another order, the decision is the same."""
+    live = EarlyStopper(make_spec())
+    for index in (2, 0, 1):
+        acc, size = COMPLETED[index]
+        live.track(index, {"precision": "fp32"})
+        for o in observations(acc, size):
+            live.observe(index, [o])
+        live.complete(index, {"val_acc": acc[-1], "num_params": size})
+    live.track(9, {"precision": "fp32"})
+    for o in observations(HOPELESS, 5000.0):
+        live.observe(9, [o])
+    live.observe(9, [Observation("val_acc", 30, 0.99, 200.0)])  # a step already held keeps its first value
+    resumed = stopper(make_spec())
+    running(resumed, HOPELESS, 5000.0)
+    a, b = live.judge(9, 8.0), resumed.judge(9, 8.0)
+    assert a is not None and a == b
