@@ -243,7 +243,8 @@ class EarlyStoppingSpec(_Model):
     epoch; comparable across batch sizes), `steps` uses the logged step itself.
     """
 
-    metric: str | None = Field(default=None, description="objective whose curve is watched; default: the first")
+    metric: str | None = Field(default=None, description="objective whose curve is watched; default: the first "
+                               "objective that completed trials logged at several steps")
     progress: Literal["points", "steps"] = "points"
     min_progress: int = Field(default=2, ge=0, description="no decision before this much progress")
     min_fraction: float = Field(default=0.25, ge=0.0, le=1.0,
@@ -373,13 +374,6 @@ class ExperimentSpec(_Model):
             if c.metric not in names:
                 names.append(c.metric)
         return names
-
-    @property
-    def early_stopping_metric(self) -> str | None:
-        """The objective whose curve early stopping watches (None without early stopping)."""
-        if self.early_stopping is None:
-            return None
-        return self.early_stopping.metric or next(iter(self.objectives))
 
     @property
     def initial_trials(self) -> int:

@@ -92,7 +92,7 @@ def status_panel(v: dict[str, Any]) -> None:
         f"hypervolume  {v['hypervolume']:.6g}  (Pareto front: {v['pareto_size']} trials)",
         f"mean trial   {v['mean_trial_seconds']}s" if v["mean_trial_seconds"] else "mean trial   -",
         *([f"early stop   {v['early_stopping']['trials_stopped']} trials stopped on "
-           f"{escape(str(v['early_stopping']['metric']))}, ~{_duration(v['early_stopping']['seconds_saved'])} "
+           f"{escape(str(v['early_stopping']['metric'] or 'the first objective with a curve'))}, ~{_duration(v['early_stopping']['seconds_saved'])} "
            "of trial time saved"] if v.get("early_stopping") else []),
         f"scheduler    {escape(v['scheduler'])}",
         f"trial files  {escape(v['work_dir'])}",
@@ -178,7 +178,7 @@ def pareto_table(v: dict[str, Any]) -> None:
 
 def _early_stopping_line(es: dict[str, Any]) -> str:
     unit = "epochs" if es["progress"] == "points" else "steps"
-    return (f"early stop  on {escape(str(es['metric']))} once {es['min_completed']} trials completed, "
+    return (f"early stop  on {escape(str(es['metric'] or 'the first objective with a curve'))} once {es['min_completed']} trials completed, "
             f"from {es['min_progress']} {unit} and {es['min_fraction']:g} of a trial "
             f"(x{es['reduced_precision_grace']:g} for bf16/fp16)")
 

@@ -44,6 +44,10 @@ trial can still reach the Pareto front, so a small model with modest accuracy
 accuracy. They also read data through Ax's map metrics, which our in-memory
 engine does not hold. The rule here uses our own curves and front.
 
+The watched curve is `early_stopping.metric`, else the first objective that a
+completed trial logged at two or more steps (a cost metric logged once is
+never watched); until one has, nothing is stopped.
+
 Everything here is pure: the decision is a function of the curves and values
 handed in (which the loop reads from the store), so it is deterministic and
 the same after a resume. No store or Ax imports.
@@ -72,6 +76,7 @@ class StopDecision:
     """Why and where a trial is stopped, and what it is estimated to have saved."""
 
     index: int
+    metric: str
     step: int
     progress: float
     expected_final: float | None
@@ -83,7 +88,7 @@ class StopDecision:
 
     def event_data(self) -> dict[str, object]:
         return {
-            "step": self.step, "progress": self.progress, "expected_final": self.expected_final,
+            "metric": self.metric, "step": self.step, "progress": self.progress, "expected_final": self.expected_final,
             "dominated_by": self.dominated_by, "projected": self.projected, "unknown": self.unknown,
             "seconds_saved": round(self.seconds_saved, 3),
         }
@@ -110,12 +115,30 @@ class EarlyStopper:
     """
 
     def __init__(self, spec: ExperimentSpec) -> None:
-        assert spec.early_stopping is not None and spec.early_stopping_metric is not None
+        assert spec.early_stopping is not None
         self.spec = spec
         self.es = spec.early_stopping
-        self.metric = spec.early_stopping_metric
+        self.metric: str = spec.early_stopping.metric or next(iter(spec.objectives))
         self._trials: dict[int, _Trial] = {}
         self._args = {**spec.trial.args, **spec.fixed}
+
+    @property
+    def curve_metrics(self) -> list[str]:
+        """Metrics whose curves of completed trials are needed: the watched one, or
+        every objective while it is chosen automatically."""
+        return [self.es.metric] if self.es.metric else list(self.spec.objectives)
+
+    def watched_metric(self) -> str | None:
+        """`early_stopping.metric`, else the first objective (spec order) that some
+        completed trial logged at two or more steps (so a cost metric logged once
+        is never watched); None while no completed trial has such a curve."""
+        if self.es.metric:
+            return self.es.metric
+        done = [t for t in self._trials.values() if t.values is not None]
+        for name in self.spec.objectives:
+            if any(len(t.curves.get(name, {})) >= 2 for t in done):
+                return name
+        return None
 
     # --- feeding ---------------------------------------------------------
     def track(self, index: int, parameters: Mapping[str, object]) -> None:
@@ -167,6 +190,10 @@ class EarlyStopper:
         only when its curve has fewer than two time-stamped points.
         """
         trial = self._trials.get(index)
+        metric = self.watched_metric()
+        if metric is None:
+            return None
+        self.metric = metric  # what the helpers below judge on
         if trial is None or trial.values is not None or not trial.curves.get(self.metric):
             return None
         completed = self._completed()
@@ -199,7 +226,7 @@ class EarlyStopper:
             + f"; {why}"
         )
         known = {k: v for k, v in optimistic.items() if k not in unknown}
-        return StopDecision(index, step, progress, final, reason, dominated_by, known, unknown,
+        return StopDecision(index, self.metric, step, progress, final, reason, dominated_by, known, unknown,
                             self._seconds_saved(trial, progress, final, elapsed))
 
     def _project(self, trial: _Trial, completed: Sequence[_Trial], curve: Sequence[tuple[float, float]],

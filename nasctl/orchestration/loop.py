@@ -331,7 +331,9 @@ class Orchestrator:
                     self._completed.append((t.index, dict(t.values)))
                     if self._stopper is not None:
                         self._stopper.track(t.index, t.parameters)
-                        self._stopper.observe(t.index, self.store.observations(t.id, self._stopper.metric))
+                        wanted = self._stopper.curve_metrics
+                        obs = self.store.observations(t.id, wanted[0] if len(wanted) == 1 else None)
+                        self._stopper.observe(t.index, [o for o in obs if o.metric in wanted])
                         self._stopper.complete(t.index, t.values)
                 elif t.status == TrialStatus.EARLY_STOPPED:
                     stopped.append(t.index)

@@ -88,7 +88,7 @@ def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
         "budget": spec.budget.model_dump(),
         "initial_trials": spec.initial_trials,
         "early_stopping": None if spec.early_stopping is None
-        else {**spec.early_stopping.model_dump(), "metric": spec.early_stopping_metric},
+        else spec.early_stopping.model_dump(),
     }
 
 
@@ -202,6 +202,14 @@ def _projected(record: dict[str, Any] | None) -> dict[str, float] | None:
     return {str(k): float(v) for k, v in projected.items() if isinstance(v, (int, float))}
 
 
+def _watched(spec: ExperimentSpec, records: dict[int, dict[str, Any]]) -> str | None:
+    """The metric early stopping watches: the spec's, else the one the latest stop was decided on."""
+    if spec.early_stopping is not None and spec.early_stopping.metric:
+        return spec.early_stopping.metric
+    metrics = [str(r["metric"]) for _, r in sorted(records.items()) if r.get("metric")]
+    return metrics[-1] if metrics else None
+
+
 def early_stopping_view(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
                         trials: list[TrialRecord]) -> dict[str, Any] | None:
     """Trials stopped early and the estimated trial time saved (None without early stopping)."""
@@ -212,7 +220,7 @@ def early_stopping_view(store: Store, exp: ExperimentRecord, spec: ExperimentSpe
     if spec.early_stopping is None and not stopped:
         return None
     return {
-        "metric": spec.early_stopping_metric,
+        "metric": _watched(spec, records),
         "trials_stopped": len(stopped),
         "seconds_saved": round(seconds_saved(records), 1),
         "stopped": stopped,

@@ -68,7 +68,7 @@ def experiment_summary(a: ExperimentAnalysis) -> dict[str, Any]:
         "pareto_size": len(a.front.indices),
         "feasible": len(a.front.feasible),
         "early_stopping": None if spec.early_stopping is None and not a.counts.get(TrialStatus.EARLY_STOPPED.value)
-        else {"metric": spec.early_stopping_metric, "trials_stopped": a.counts.get(TrialStatus.EARLY_STOPPED.value, 0),
+        else {"metric": spec.early_stopping.metric if spec.early_stopping else None, "trials_stopped": a.counts.get(TrialStatus.EARLY_STOPPED.value, 0),
               "seconds_saved": num(round(a.seconds_saved, 1))},
         "lease_owner": e.lease_owner,
         "cursor": a.cursor,

@@ -36,7 +36,7 @@ def write_spec(tmp_path: Path, name: str) -> Path:
         "budget: {max_trials: 6, parallelism: 2, max_failures: 0}\n"
         f"trial: {{script: {SCRIPT}}}\n"
         "optimizer: {method: sobol, seed: 3}\n"
-        "early_stopping: {metric: val_acc, min_progress: 3, min_fraction: 0.25, min_completed: 3}\n"
+        "early_stopping: {min_progress: 3, min_fraction: 0.25, min_completed: 3}\n"
     )
     return spec
 

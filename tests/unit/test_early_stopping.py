@@ -247,3 +247,20 @@ def test_the_decision_depends_only_on_the_curves() -> None:
     running(resumed, HOPELESS, 5000.0)
     a, b = live.judge(9, 8.0), resumed.judge(9, 8.0)
     assert a is not None and a == b
+
+
+def test_the_watched_metric_defaults_to_the_first_objective_with_a_curve() -> None:
+    # num_params comes first but is logged once per trial: val_acc is watched
+    spec = parse_spec(SPEC.format(acc_threshold="", size_threshold="", extra="")
+                      .replace("  val_acc: {goal: maximize}\n  num_params: {goal: minimize}\n",
+                               "  num_params: {goal: minimize}\n  val_acc: {goal: maximize}\n"))
+    assert list(spec.objectives) == ["num_params", "val_acc"]
+    es = EarlyStopper(spec)
+    assert es.watched_metric() is None and es.curve_metrics == ["num_params", "val_acc"]
+    es = stopper(spec)
+    assert es.watched_metric() == "val_acc"
+    d = es.judge(running(es, HOPELESS, 5000.0), 8.0)
+    assert d is not None and d.metric == "val_acc" and d.event_data()["metric"] == "val_acc"
+    # named explicitly, it is used as is
+    named = EarlyStopper(make_spec(extra=", metric: num_params"))
+    assert named.watched_metric() == "num_params" and named.curve_metrics == ["num_params"]

@@ -125,16 +125,16 @@ def test_hostile_yaml() -> None:
 
 def test_early_stopping_section() -> None:
     assert parse_spec(BASE + "early_stopping: null\n").early_stopping is None
-    assert parse_spec(BASE).early_stopping_metric is None
     spec = parse_spec(BASE + "early_stopping: {}\n")
     es = spec.early_stopping
-    assert es is not None and spec.early_stopping_metric == "val_acc"  # the first objective
+    assert es is not None and es.metric is None  # chosen from the curves (see test_early_stopping.py)
     assert (es.progress, es.min_progress, es.min_fraction, es.min_completed, es.margin) == ("points", 2, 0.25, 3, 0.0)
     spec = parse_spec(BASE + "early_stopping: {metric: num_params, progress: steps, min_progress: 100, "
                              "min_fraction: 0.5, min_completed: 5, margin: 0.02, reduced_precision_grace: 3}\n")
-    assert spec.early_stopping_metric == "num_params" and spec.early_stopping.progress == "steps"  # type: ignore[union-attr]
+    assert spec.early_stopping is not None
+    assert spec.early_stopping.metric == "num_params" and spec.early_stopping.progress == "steps"
     example = load_spec(ROOT / "examples" / "digits_mlp_early_stopping.yaml")
-    assert example.early_stopping is not None and example.early_stopping_metric == "val_acc"
+    assert example.early_stopping is not None and example.early_stopping.metric == "val_acc"
 
 
 @pytest.mark.parametrize(

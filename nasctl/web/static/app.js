@@ -152,7 +152,7 @@ function renderSummary(s) {
   if (s.constraints.length) cards.push(card("constraints", s.constraints.join(", ")));
   if (s.early_stopping) {
     const es = s.early_stopping;
-    cards.push(card("early stopping", es.trials_stopped + " stopped on " + es.metric + ", ~" + fmt(es.seconds_saved) + " s of trial time saved"));
+    cards.push(card("early stopping", es.trials_stopped + " stopped on " + (es.metric || "the first objective with a curve") + ", ~" + fmt(es.seconds_saved) + " s of trial time saved"));
   }
   if (s.status_reason) cards.push(card("reason", s.status_reason));
   if (!REPORT && !state.readOnly && s.status === "RUNNING") {
