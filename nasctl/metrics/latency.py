@@ -1,11 +1,33 @@
-"""Cost measurements of a trained model: size and inference latency."""
+"""Cost measurements of a model: size, FLOPs and inference latency.
+
+These depend only on the architecture (and the precision and device it runs
+in), so the built-in trainer measures them once, before training, and logs
+them at step 0 and again at the final step.
+
+Method (what the README states, with the measured repeatability):
+
+- `latency_ms`: eval mode, `torch.inference_mode`, autocast in the chosen
+  precision around the forward pass, `warmup` discarded runs, then the median
+  of `repeats` timed runs of one forward pass at a fixed batch size, with the
+  torch intra-op thread count fixed (restored afterwards). On CUDA every run is
+  synchronised before the clock is read.
+- `num_params`: trainable parameters. `model_bytes`: parameters and buffers as
+  stored (weights stay fp32 whatever the precision).
+- `mflops`: floating-point operations of one forward pass of ONE sample
+  (batch size 1), in millions, as counted by `torch.utils.flop_counter.FlopCounterMode`:
+  a multiply-add counts 2; matmuls and convolutions are counted, element-wise
+  ops (activations, pooling, bias adds) are not.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
+
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -16,6 +38,12 @@ class LatencyResult:
     batch_size: int
     threads: int
     device: str
+    precision: str = "fp32"
+    warmup: int = 10
+    min_ms: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def count_parameters(model: Any) -> int:
@@ -30,13 +58,58 @@ def model_bytes(model: Any) -> int:
     return int(params + buffers)
 
 
+def autocast_context(precision: str, device_type: str) -> contextlib.AbstractContextManager[Any]:
+    """The autocast region for `precision` ("fp32" means none). Autocast casts
+    per op (matmuls and convolutions run in the low precision, reductions and
+    losses stay fp32); the weights themselves stay fp32.
+
+    Raises:
+        ValueError: an unknown precision, or fp16 on a device other than CUDA.
+    """
+    import torch
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision == "bf16":
+        return torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+    if precision == "fp16":
+        if device_type != "cuda":
+            raise ValueError("fp16 autocast needs a CUDA device; use bf16 on CPU")
+        return torch.autocast(device_type="cuda", dtype=torch.float16)
+    raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
+
+
+def count_mflops(model: Any, sample: Any) -> float:
+    """Millions of FLOPs of one forward pass of `sample` (pass a batch of one for
+    the per-sample figure), counted by torch's FlopCounterMode in eval mode."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    was_training = model.training
+    model.eval()
+    try:
+        counter = FlopCounterMode(display=False)
+        with torch.inference_mode(), counter:
+            model(sample)
+    finally:
+        model.train(was_training)
+    return counter.get_total_flops() / 1e6
+
+
 def measure_latency(
-    model: Any, example: Any, *, warmup: int = 10, repeats: int = 50, threads: int = 1
+    model: Any,
+    example: Any,
+    *,
+    warmup: int = 10,
+    repeats: int = 50,
+    threads: int = 1,
+    precision: str = "fp32",
 ) -> LatencyResult:
-    """Inference latency of `model(example)`: eval mode, `torch.inference_mode`,
-    `warmup` discarded runs, then the median of `repeats` timed runs with the
-    torch intra-op thread count fixed to `threads` (restored afterwards). On
-    CUDA each run is synchronised before the clock is read."""
+    """Inference latency of `model(example)` in milliseconds: eval mode,
+    `torch.inference_mode`, autocast for `precision`, `warmup` discarded runs,
+    then the median of `repeats` timed runs with the torch intra-op thread count
+    fixed to `threads` (restored afterwards). On CUDA each run is synchronised
+    before the clock is read. The model's train/eval mode is restored."""
     import torch
 
     was_training = model.training
@@ -47,7 +120,7 @@ def measure_latency(
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     times = []
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast_context(precision, device.type):
             for _ in range(warmup):
                 model(example)
             sync()
@@ -67,4 +140,7 @@ def measure_latency(
         batch_size=int(example.shape[0]),
         threads=threads,
         device=str(device),
+        precision=precision,
+        warmup=warmup,
+        min_ms=times[0],
     )
