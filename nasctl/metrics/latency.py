@@ -7,9 +7,12 @@ them at step 0 and again at the final step.
 Method (what the README states, with the measured repeatability):
 
 - `latency_ms`: eval mode, `torch.inference_mode`, autocast in the chosen
-  precision around the forward pass, `warmup` discarded runs, then the median
-  of `repeats` timed runs of one forward pass at a fixed batch size, with the
-  torch intra-op thread count fixed (restored afterwards). On CUDA every run is
+  precision around the forward pass, `warmup` discarded runs, then at least
+  `repeats` timed runs of one forward pass at a fixed batch size, spread over
+  at least `min_seconds` (a few milliseconds of timing reflect the load of
+  that one moment; a longer window is more repeatable) and cut, in order, into
+  `blocks` blocks: the value is the lowest block median. The torch intra-op
+  thread count is fixed (restored afterwards). On CUDA every run is
   synchronised before the clock is read.
 - `num_params`: trainable parameters. `model_bytes`: parameters and buffers as
   stored (weights stay fp32 whatever the precision).
@@ -28,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 PRECISIONS = ("fp32", "bf16", "fp16")
+MAX_TIMED_RUNS = 100_000
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class LatencyResult:
     precision: str = "fp32"
     warmup: int = 10
     min_ms: float = 0.0
+    blocks: int = 1
+    overall_median_ms: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,12 +110,20 @@ def measure_latency(
     repeats: int = 50,
     threads: int = 1,
     precision: str = "fp32",
+    min_seconds: float = 0.0,
+    blocks: int = 1,
 ) -> LatencyResult:
     """Inference latency of `model(example)` in milliseconds: eval mode,
     `torch.inference_mode`, autocast for `precision`, `warmup` discarded runs,
-    then the median of `repeats` timed runs with the torch intra-op thread count
-    fixed to `threads` (restored afterwards). On CUDA each run is synchronised
-    before the clock is read. The model's train/eval mode is restored."""
+    then at least `repeats` timed runs, continuing until `min_seconds` of timing
+    have passed (up to MAX_TIMED_RUNS runs), with the torch intra-op thread
+    count fixed to `threads` (restored afterwards). On CUDA each run is
+    synchronised before the clock is read. The model's train/eval mode is restored.
+
+    The timed runs are cut, in order, into `blocks` equal blocks; `median_ms` is
+    the lowest block median. With one block it is the plain median. Several
+    blocks keep a burst of other work on the machine, which inflates the
+    runs of one block, out of the result."""
     import torch
 
     was_training = model.training
@@ -118,13 +132,15 @@ def measure_latency(
     torch.set_num_threads(threads)
     device = example.device
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    times = []
+    times: list[float] = []
+    need = max(repeats, blocks)
     try:
         with torch.inference_mode(), autocast_context(precision, device.type):
             for _ in range(warmup):
                 model(example)
             sync()
-            for _ in range(repeats):
+            start = time.perf_counter()
+            while len(times) < need or (time.perf_counter() - start < min_seconds and len(times) < MAX_TIMED_RUNS):
                 t0 = time.perf_counter()
                 model(example)
                 sync()
@@ -132,15 +148,19 @@ def measure_latency(
     finally:
         torch.set_num_threads(old_threads)
         model.train(was_training)
-    times.sort()
+    size = len(times) // blocks
+    block_medians = [statistics.median(times[i * size:(i + 1) * size]) for i in range(blocks)]
+    ordered = sorted(times)
     return LatencyResult(
-        median_ms=statistics.median(times),
-        p90_ms=times[min(len(times) - 1, int(0.9 * len(times)))],
-        repeats=repeats,
+        median_ms=min(block_medians),
+        p90_ms=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        repeats=len(times),
         batch_size=int(example.shape[0]),
         threads=threads,
         device=str(device),
         precision=precision,
         warmup=warmup,
-        min_ms=times[0],
+        min_ms=ordered[0],
+        blocks=blocks,
+        overall_median_ms=statistics.median(times),
     )

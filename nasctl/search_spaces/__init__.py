@@ -29,7 +29,7 @@ TRAINER_PARAMETERS = frozenset(
     {
         "learning_rate", "batch_size", "epochs", "weight_decay", "seed", "dataset",
         "precision", "channels_last",
-        "latency_batch_size", "latency_repeats", "latency_warmup", "latency_threads",
+        "latency_batch_size", "latency_repeats", "latency_warmup", "latency_threads", "latency_min_seconds",
     }
 )
 TRAINER_METRICS = ("val_acc", "val_loss", "train_loss", "num_params", "model_bytes", "mflops", "latency_ms")

@@ -48,6 +48,7 @@ INFO_FILE = "trial_info.json"
 LIGHTNING_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
 
 COST_METRICS = ("num_params", "model_bytes", "mflops", "latency_ms")
+LATENCY_BLOCKS = 5  # latency_ms is the lowest of 5 block medians (see nasctl.metrics.latency)
 
 
 def parse_bool(text: str) -> bool:
@@ -74,6 +75,7 @@ def add_trainer_arguments(p: argparse.ArgumentParser, *, dataset: str = "digits"
     p.add_argument("--latency_repeats", type=int, default=50)
     p.add_argument("--latency_warmup", type=int, default=10)
     p.add_argument("--latency_threads", type=int, default=1)
+    p.add_argument("--latency_min_seconds", type=float, default=0.25)
     p.add_argument("--log_dir", default=os.environ.get("NASCTL_LOG_DIR", "tb_logs"))
 
 
@@ -84,6 +86,8 @@ def check_trainer_arguments(p: argparse.ArgumentParser, args: argparse.Namespace
             p.error(f"--{name} must be >= 1")
     if args.latency_warmup < 0:
         p.error("--latency_warmup must be >= 0")
+    if not 0 <= args.latency_min_seconds <= 60:
+        p.error("--latency_min_seconds must be in [0, 60]")
     if not args.learning_rate > 0:
         p.error("--learning_rate must be > 0")
 
@@ -122,7 +126,8 @@ def measure_costs(
     mflops = count_mflops(net, x[:1])
     lat = measure_latency(
         net, x, warmup=args.latency_warmup, repeats=args.latency_repeats,
-        threads=args.latency_threads, precision=args.precision,
+        threads=args.latency_threads, precision=args.precision, min_seconds=args.latency_min_seconds,
+        blocks=LATENCY_BLOCKS,
     )
     costs = {
         "num_params": float(count_parameters(net)),

@@ -63,7 +63,7 @@ def test_digits_run_and_read_back(tmp_path: Path) -> None:
         # how the trial ran is stored with it
         info = t["info"]
         assert info["precision"] == "fp32" and info["device"] == "cpu" and info["dataset"] == "digits"
-        assert info["latency"]["batch_size"] == 1 and info["latency"]["repeats"] == 50
+        assert info["latency"]["batch_size"] == 1 and info["latency"]["repeats"] >= 50 and info["latency"]["blocks"] == 5
         assert info["latency"]["median_ms"] == pytest.approx(t["values"]["latency_ms"], rel=1e-6)
         assert Path(t["log_dir"]).is_relative_to(tmp_path / "nasctl_runs" / "demo")
 

@@ -100,4 +100,4 @@ optimizer: {method: sobol, seed: 3}
                           | ({"channels_2", "kernel_size_2"} if p["num_blocks"] == 2 else set()))
         assert info["architecture"].count("Conv2d(") == p["num_blocks"]
         assert info["precision"] == p["precision"] and info["latency"]["precision"] == p["precision"]
-        assert info["channels_last"] == p["channels_last"] and info["latency"]["repeats"] == 10
+        assert info["channels_last"] == p["channels_last"] and info["latency"]["repeats"] >= 10

@@ -66,6 +66,13 @@ def test_latency_runs_in_the_chosen_precision(precision: str, dtype: torch.dtype
     assert m.training and m.fc.weight.dtype == torch.float32  # weights stay fp32, mode restored
 
 
+def test_latency_blocks_and_minimum_window() -> None:
+    m = nn.Linear(8, 4)
+    res = measure_latency(m, torch.zeros(1, 8), warmup=0, repeats=10, min_seconds=0.05, blocks=5)
+    assert res.repeats > 10 and res.blocks == 5  # kept timing for 0.05 s
+    assert res.min_ms <= res.median_ms <= res.overall_median_ms * 5
+
+
 def test_fp16_is_refused_off_cuda() -> None:
     with pytest.raises(ValueError, match="bf16"):
         autocast_context("fp16", "cpu")
@@ -77,7 +84,8 @@ from nasctl.metrics.latency import measure_latency
 torch.manual_seed(0)
 m = nn.Sequential(nn.Conv1d(1, 16, 5, padding="same"), nn.ReLU(), nn.MaxPool1d(2),
                   nn.Conv1d(16, 16, 5, padding="same"), nn.ReLU(), nn.Flatten(), nn.Linear(320, 10))
-print(json.dumps(measure_latency(m, torch.randn(1, 1, 40), warmup=10, repeats=50).median_ms))
+print(json.dumps(measure_latency(m, torch.randn(1, 1, 40), warmup=10, repeats=50, min_seconds=0.25,
+                                 blocks=5).median_ms))
 """
 
 

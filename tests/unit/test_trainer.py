@@ -48,7 +48,8 @@ def test_bf16_autocast_in_training_and_latency(tmp_path: Path) -> None:
 
     probe_model.SEEN.clear()
     rc = model.main(["--model", "tests.unit.probe_model:build", "--dataset", "digits", "--precision", "bf16",
-                     "--epochs", "1", "--latency_repeats", "3", "--latency_warmup", "1", "--log_dir", str(tmp_path)])
+                     "--epochs", "1", "--latency_repeats", "3", "--latency_warmup", "1", "--latency_min_seconds", "0",
+                     "--log_dir", str(tmp_path)])
     assert rc == 0
     training = [s for s in probe_model.SEEN if s[0]]
     inference = [s for s in probe_model.SEEN if not s[0]]
@@ -59,7 +60,7 @@ def test_bf16_autocast_in_training_and_latency(tmp_path: Path) -> None:
     assert inference[0] == (False, False, "torch.float32")  # FLOPs are counted in fp32
     info = json.loads((tmp_path / "trial_info.json").read_text())
     assert info["precision"] == "bf16" and info["lightning_precision"] == "bf16-mixed"
-    assert info["latency"]["precision"] == "bf16" and info["latency"]["repeats"] == 3
+    assert info["latency"]["precision"] == "bf16" and info["latency"]["repeats"] == 5  # at least one per block
     assert info["device"] == "cpu" and info["dataset"] == "digits" and info["input_shape"] == [1, 8, 8]
     assert info["torch"] and info["lightning"] and info["model"] == "tests.unit.probe_model:build"
     scalars = read_scalars(tmp_path)
