@@ -24,7 +24,7 @@ from tests.conftest import ROOT
 
 # The repeatability tolerance the README states: two measurements of the same
 # architecture in separate processes agree within this relative difference.
-LATENCY_TOLERANCE = 0.67  # a factor of 2 between the two; see the README for measured spreads
+LATENCY_TOLERANCE = 0.25  # measured worst pair: 4.5% at load average 8-13 on 2 cores (README)
 
 
 def test_mflops_equal_a_hand_count() -> None:
