@@ -138,7 +138,8 @@ def trial_panel(d: dict[str, Any]) -> None:
     lat = info.get("latency")
     if isinstance(lat, dict):
         shown["latency"] = (f"batch {lat.get('batch_size')}, {lat.get('threads')} thread, "
-                            f"median of {lat.get('repeats')} after {lat.get('warmup')} warm-up")
+                            f"{lat.get('repeats')} timed runs in {lat.get('blocks', 1)} blocks "
+                            f"after {lat.get('warmup')} warm-up")
     if info:
         lines.append("info        " + (", ".join(f"{escape(k)}={escape(str(v))}" for k, v in shown.items())
                                        or f"{len(info)} keys (see --json)"))
