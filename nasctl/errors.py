@@ -63,3 +63,11 @@ class MetricsError(NasctlError):
 
 class LeaseError(NasctlError):
     """Another orchestrator holds the experiment."""
+
+
+class DatasetError(BadInputError):
+    """A trainer's dataset is unknown, missing or corrupt."""
+
+
+class TrialSetupError(BadInputError):
+    """A trial cannot start as configured (precision on this device, a user model that cannot be built)."""

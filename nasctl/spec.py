@@ -198,27 +198,41 @@ class Resources(_Model):
     gpu: int = Field(default=0, ge=0, le=64)
 
 
-TRIAL_SOURCES = {
-    "search_space": "a built-in such as mlp_digits",
+TARGET_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+
+# Where a trial's code comes from: exactly one of these keys is set. A new
+# source adds its key and description here and its launch in build_request.
+TRIAL_SOURCES: dict[str, str] = {
+    "search_space": "a built-in such as mlp_digits or cnn",
     "script": "a training script",
+    "model": '"pkg.module:build", a user model for the built-in trainer',
     "function": "a Python function pkg.module:fn",
     "component": "a TorchX component such as utils.python or file.py:fn",
 }
-TARGET_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+# Sources trained by the built-in trainer, which is where trial.dataset applies.
+BUILTIN_TRAINER_SOURCES = ("search_space", "model")
 
 
 class TrialSpec(_Model):
     """What each trial runs: exactly one source (see `TRIAL_SOURCES`), plus
     fixed arguments and resources. `code_dir` is set by `load_spec` to the spec
-    file's folder, where `function` modules are looked up first."""
+    file's folder, where `function` modules and component files are looked up."""
 
     search_space: str | None = None
     script: str | None = None
+    model: str | None = None
+    model_path: str | None = None
+    dataset: str | None = None
     function: str | None = None
     component: str | None = None
     args: dict[str, Scalar] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
     code_dir: str | None = None
+
+    @property
+    def source(self) -> str:
+        """The key of the trial source that is set (see TRIAL_SOURCES)."""
+        return next(k for k in TRIAL_SOURCES if getattr(self, k))
 
     @model_validator(mode="after")
     def _one_source(self) -> TrialSpec:
@@ -226,8 +240,18 @@ class TrialSpec(_Model):
         if len(given) != 1:
             options = " or ".join(f"trial.{k} ({what})" for k, what in TRIAL_SOURCES.items())
             raise ValueError(f"set exactly one of {options}; got {given or 'none'}")
+        if self.model is not None and not TARGET_RE.match(self.model):
+            raise ValueError(f"trial.model {self.model!r} must look like pkg.module:function")
         if self.function is not None and not TARGET_RE.match(self.function):
             raise ValueError(f"trial.function {self.function!r} must look like 'package.module:function'")
+        if self.model is not None and not self.dataset:
+            raise ValueError("trial.model needs trial.dataset (digits, mnist1d, mnist or idx:/path/to/dir)")
+        if self.model_path is not None and self.model is None:
+            raise ValueError("trial.model_path applies only with trial.model")
+        if self.dataset is not None and given[0] not in BUILTIN_TRAINER_SOURCES:
+            raise ValueError(f"trial.dataset applies to the built-in trainer, not to trial.{given[0]}")
+        if self.dataset is not None and "dataset" in self.args:
+            raise ValueError("set the dataset once: trial.dataset or trial.args.dataset, not both")
         for key in self.args:
             if not PARAM_RE.match(key):
                 raise ValueError(f"argument name {key!r} must match {PARAM_RE.pattern}")
@@ -473,7 +497,9 @@ def parse_spec(text: str, source: str = "<spec>", overrides: dict[str, Any] | No
 
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentSpec:
-    """Read and validate a spec file. A relative `trial.script` is resolved against the spec's folder."""
+    """Read and validate a spec file. A relative `trial.script`, `trial.model_path`
+    or `idx:` dataset is resolved against the spec's folder; `trial.model`'s module
+    is looked up there (default `model_path`) without being imported."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -482,19 +508,28 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Expe
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"spec file {path} cannot be read: {e}", "pass a UTF-8 YAML file") from None
     spec = parse_spec(text, source=str(path), overrides=overrides)
-    if spec.trial.script:
-        script = Path(spec.trial.script)
+    update: dict[str, Any] = {}
+    trial = spec.trial
+    if trial.script:
+        script = Path(trial.script)
         if not script.is_absolute():
             script = (p.parent / script).resolve()
         if not script.is_file():
-            raise SpecError(f"trial.script {spec.trial.script} does not exist (looked at {script})", "fix the path")
-        spec = spec.model_copy(update={"trial": spec.trial.model_copy(update={"script": str(script)})})
-    if spec.trial.component:
-        spec = spec.model_copy(update={"trial": spec.trial.model_copy(update={"code_dir": str(p.parent.resolve())})})
-    if spec.trial.function:
-        code_dir = str(p.parent.resolve())
-        _check_importable(spec.trial.function.partition(":")[0], code_dir, "trial.function")
-        spec = spec.model_copy(update={"trial": spec.trial.model_copy(update={"code_dir": code_dir})})
+            raise SpecError(f"trial.script {trial.script} does not exist (looked at {script})", "fix the path")
+        update["script"] = str(script)
+    if trial.model:
+        folder = (p.parent / (trial.model_path or ".")).resolve()
+        check_model_target(trial.model, folder)
+        update["model_path"] = str(folder)
+    if trial.dataset and trial.dataset.startswith("idx:"):
+        d = Path(trial.dataset[4:]).expanduser()
+        update["dataset"] = "idx:" + str(d if d.is_absolute() else (p.parent / d).resolve())
+    if trial.component or trial.function:
+        update["code_dir"] = str(p.parent.resolve())
+    if trial.function:
+        _check_importable(trial.function.partition(":")[0], update["code_dir"], "trial.function")
+    if update:
+        spec = spec.model_copy(update={"trial": trial.model_copy(update=update)})
     return spec
 
 
@@ -513,6 +548,45 @@ def _check_importable(module: str, code_dir: str, key: str) -> None:
     if found is None:
         raise SpecError(f"{key}: module {module!r} was not found next to the spec ({code_dir}) or on PYTHONPATH",
                         "check the module name, or install the package that provides it")
+
+
+def check_model_target(target: str, folder: Path) -> None:
+    """Check that `pkg.module:function` exists under `folder` (or on sys.path)
+    without importing it (importing would pull torch into the CLI): the module
+    file is found and parsed, and must define or import `function` at top level.
+
+    Raises:
+        SpecError: the module file or the function is missing, or the file does not parse.
+    """
+    import ast
+    import sys
+
+    module, _, func = target.partition(":")
+    rel = Path(*module.split("."))
+    bases = [folder, *(Path(x) for x in sys.path if x)]
+    candidates = [c for base in bases for c in (base / rel.with_suffix(".py"), base / rel / "__init__.py")]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        raise SpecError(
+            f"trial.model {target!r}: module {module} not found (looked for {rel}.py in {folder})",
+            "put the module next to the spec or set trial.model_path to its folder",
+        )
+    try:
+        tree = ast.parse(found.read_text(encoding="utf-8"), filename=str(found))
+    except (SyntaxError, UnicodeDecodeError, OSError) as e:
+        raise SpecError(f"trial.model {target!r}: {found} cannot be parsed: {e}", "fix the module") from None
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    if func not in names:
+        raise SpecError(f"trial.model {target!r}: {found} defines no {func}()", f"define def {func}(params) there")
 
 
 def spec_to_dict(spec: ExperimentSpec) -> dict[str, Any]:

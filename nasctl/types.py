@@ -70,6 +70,7 @@ class TrialRecord:
     ended_at: datetime | None = None
     failure_reason: str | None = None
     log_tail: str | None = None
+    info: dict[str, Any] | None = None  # what the trial recorded about itself (trial_info.json)
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,16 @@ def trial_panel(d: dict[str, Any]) -> None:
         f"duration    {d['duration_s']}s" if d["duration_s"] is not None else "duration    -",
         "curves      " + (", ".join(f"{escape(k)} ({len(v)} points)" for k, v in d["curves"].items()) or "-"),
     ]
+    info = d.get("info") or {}
+    shown = {k: info[k] for k in ("device", "precision", "channels_last", "dataset", "torch") if k in info}
+    lat = info.get("latency")
+    if isinstance(lat, dict):
+        shown["latency"] = (f"batch {lat.get('batch_size')}, {lat.get('threads')} thread, "
+                            f"{lat.get('repeats')} timed runs in {lat.get('blocks', 1)} blocks "
+                            f"after {lat.get('warmup')} warm-up")
+    if info:
+        lines.append("info        " + (", ".join(f"{escape(k)}={escape(str(v))}" for k, v in shown.items())
+                                       or f"{len(info)} keys (see --json)"))
     console.print(Panel("\n".join(lines), title=f"trial {d['index']}", expand=False))
     if d.get("log_tail"):
         console.print(Panel(escape(d["log_tail"]), title="log tail", expand=False))

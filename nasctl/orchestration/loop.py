@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timezone
+from typing import Any
 
 from nasctl.errors import MetricsError, RunnerError
 from nasctl.metrics import MetricSummary
@@ -46,7 +47,7 @@ from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.pareto import compute_front
 from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
 from nasctl.runners.components import component_job, resolve_component_name
-from nasctl.search_spaces import get_search_space
+from nasctl.search_spaces import USER_MODEL_MODULE, get_search_space
 from nasctl.search_spaces.function import FUNCTION_ENTRY_MODULE
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store, queries
@@ -56,6 +57,8 @@ LOG_TAIL_LINES = 40
 LEASE_STALE_SECONDS = 30.0
 HEARTBEAT_SECONDS = 5.0
 REQUEST_POLL_SECONDS = 1.0
+TRIAL_INFO_FILE = "trial_info.json"  # written by trials into NASCTL_LOG_DIR (see the trial contract)
+MAX_TRIAL_INFO_BYTES = 64_000
 
 
 def owner_id() -> str:
@@ -91,25 +94,34 @@ def trial_dir(work_dir: str, index: int) -> str:
 def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: int,
                   parameters: Mapping[str, ParamValue]) -> JobRequest:
     """The job for one trial, following the trial contract: active parameters and
-    fixed `trial.args` as `--name value`, NASCTL_* in the environment."""
+    fixed `trial.args` as `--name value`, NASCTL_* in the environment. A user
+    model runs the built-in trainer with `--model pkg.module:build --dataset NAME`
+    and the model's folder on PYTHONPATH."""
     tdir = trial_dir(work_dir, index)
     tb = os.path.join(tdir, "tb")
     active = {**spec.trial.args, **spec.active_parameters(dict(parameters))}
     argv: list[str] = []
     for k, v in active.items():
         argv += [f"--{k}", repr(v) if isinstance(v, float) else str(v)]
-    if spec.trial.search_space:
-        args = ["-m", get_search_space(spec.trial.search_space).module, *argv]
-    elif spec.trial.function:
+    trial = spec.trial
+    if trial.dataset:
+        argv = ["--dataset", trial.dataset, *argv]
+    if trial.source == "search_space":
+        assert trial.search_space is not None
+        args = ["-m", get_search_space(trial.search_space).module, *argv]
+    elif trial.source == "model":
+        assert trial.model is not None
+        args = ["-m", USER_MODEL_MODULE, "--model", trial.model, *argv]
+    elif trial.source == "function":
         # one JSON argument keeps every value's type exact (a choice "1" stays a string)
-        args = ["-m", FUNCTION_ENTRY_MODULE, spec.trial.function, "--parameters", json.dumps(active)]
-    elif spec.trial.component:
+        args = ["-m", FUNCTION_ENTRY_MODULE, str(trial.function), "--parameters", json.dumps(active)]
+    elif trial.source == "component":
         return _component_request(spec, experiment, index, tdir, tb, active)
     else:
-        assert spec.trial.script is not None
-        args = [spec.trial.script, *argv]
-    env = _trial_env(experiment, index, tb, spec.trial.resources.cpu, spec.trial.code_dir)
-    r = spec.trial.resources
+        assert trial.script is not None
+        args = [trial.script, *argv]
+    env = _trial_env(experiment, index, tb, trial.resources.cpu, trial.model_path or trial.code_dir)
+    r = trial.resources
     return JobRequest(job_name(experiment, index), sys.executable, args, env, tdir, r.cpu, r.mem_mb, r.gpu)
 
 
@@ -135,6 +147,29 @@ def _component_request(spec: ExperimentSpec, experiment: str, index: int, tdir: 
     job = component_job(target, values, tb, index)
     env = {**job.env, **_trial_env(experiment, index, tb, job.cpu, spec.trial.code_dir)}
     return JobRequest(job_name(experiment, index), job.entrypoint, job.args, env, tdir, job.cpu, job.mem_mb, job.gpu)
+
+
+def read_trial_info(log_dir: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The trial's `trial_info.json` (device, precision, versions, ...), if it wrote one.
+
+    Returns (info, problem): info is None when the file is absent or unusable;
+    problem says why it was unusable (for a warning event), None otherwise.
+    """
+    path = os.path.join(log_dir, TRIAL_INFO_FILE)
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return None, None
+    if size > MAX_TRIAL_INFO_BYTES:
+        return None, f"{path} is {size} bytes, more than {MAX_TRIAL_INFO_BYTES}; not stored"
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f, parse_constant=lambda c: None)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return None, f"{path} is not valid JSON ({e}); not stored"
+    if not isinstance(info, dict):
+        return None, f"{path} holds a {type(info).__name__}, not a JSON object; not stored"
+    return info, None
 
 
 @dataclass
@@ -591,12 +626,16 @@ class Orchestrator:
         tail = None
         if status != TrialStatus.COMPLETED:
             tail = self.runner.log_tail(run.job, LOG_TAIL_LINES)
-        self._finish(run.trial, status, reason=reason, values=values, log_tail=tail, stopped_values=stopped_values)
+        info, problem = read_trial_info(str(run.reader.log_dir))
+        if problem:
+            self.store.add_event(self.exp.id, "warning", problem, trial_index=index)
+        self._finish(run.trial, status, reason=reason, values=values, log_tail=tail, stopped_values=stopped_values,
+                     info=info)
 
     def _finish(self, rec: TrialRecord, status: TrialStatus, *, reason: str | None = None,
                 values: dict[str, float] | None = None, log_tail: str | None = None,
-                stopped_values: dict[str, float] | None = None) -> None:
-        self.store.finish_trial(rec.id, status, values, reason, log_tail)
+                stopped_values: dict[str, float] | None = None, info: dict[str, Any] | None = None) -> None:
+        self.store.finish_trial(rec.id, status, values, reason, log_tail, info=info)
         failpoints.hit("after_finish_trial")
         self._counts[status.value] += 1
         if self._stopper is not None:

@@ -20,8 +20,8 @@ from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError
 from nasctl.pareto import compute_front
 from nasctl.runners import get_runner
 from nasctl.runners.components import check_component, resolve_component_name
-from nasctl.search_spaces import get_search_space
-from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
+from nasctl.search_spaces import TRAINER_METRICS, check_dataset, get_search_space
+from nasctl.spec import BUILTIN_TRAINER_SOURCES, ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store
 from nasctl.types import ExperimentRecord, ExperimentStatus, TrialRecord, TrialStatus
 
@@ -45,7 +45,8 @@ def prepare_orchestrator_process() -> None:
 
 def check_spec_runnable(spec: ExperimentSpec) -> None:
     """Checks that need the registries: the built-in search space accepts the
-    spec's parameters and argument names, and the runner exists."""
+    spec's parameters and argument names and logs its metrics, the dataset is
+    known, and the runner exists."""
     if spec.trial.search_space:
         space = get_search_space(spec.trial.search_space)
         names = set(spec.search_space) | set(spec.trial.args)
@@ -67,6 +68,16 @@ def check_spec_runnable(spec: ExperimentSpec) -> None:
     if spec.runner.scheduler == "inprocess" and not spec.trial.function:
         raise BadInputError("runner.scheduler inprocess runs only trial.function trials",
                             "set trial.function, or use runner.scheduler local_cwd")
+    if spec.trial.model:
+        missing = [m for m in spec.metric_names if m not in TRAINER_METRICS]
+        if missing:
+            raise BadInputError(
+                f"the built-in trainer of trial.model does not log metrics {missing}",
+                f"it logs: {', '.join(TRAINER_METRICS)}",
+            )
+    dataset = spec.trial.dataset or spec.trial.args.get("dataset") or spec.fixed.get("dataset")
+    if dataset is not None and spec.trial.source in BUILTIN_TRAINER_SOURCES:
+        check_dataset(str(dataset))
     get_runner(spec.runner.scheduler, spec.runner.cfg)
 
 
@@ -293,6 +304,7 @@ def trial_row(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
         "ended_at": t.ended_at.isoformat() + "Z" if t.ended_at else None,
         "duration_s": duration,
         "failure_reason": t.failure_reason,
+        "info": t.info,
     }
 
 

@@ -407,7 +407,10 @@ class Store:
         values: dict[str, float] | None = None,
         failure_reason: str | None = None,
         log_tail: str | None = None,
+        info: dict[str, Any] | None = None,
     ) -> TrialRecord:
+        """End a trial: status, final values, failure reason, log tail and the
+        trial's own record of how it ran (`info`, from trial_info.json; kept if None)."""
         assert status.is_terminal
         now = utcnow()
         with self._session() as s:
@@ -417,6 +420,8 @@ class Store:
             row.values = {k: float(v) for k, v in (values or {}).items() if math.isfinite(float(v))}
             row.failure_reason = failure_reason
             row.log_tail = log_tail
+            if info is not None:
+                row.info = info
             row.ended_at = now
             msg = f"trial {row.index} {status.value.lower()}" + (f": {failure_reason}" if failure_reason else "")
             s.add(
@@ -570,6 +575,7 @@ def _trial(r: TrialRow) -> TrialRecord:
         ended_at=r.ended_at,
         failure_reason=r.failure_reason,
         log_tail=r.log_tail,
+        info=dict(r.info) if r.info is not None else None,
     )
 
 

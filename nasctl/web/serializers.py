@@ -125,6 +125,7 @@ def hypervolume_trace(a: ExperimentAnalysis, from_index: int | None = None) -> d
 def trial_summary(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
     """A trial as a table row: the CLI's `trial_row` with finite numbers only."""
     row = trial_row(t, spec)
+    row.pop("info", None)  # tables stay light; the trial page has it
     row["values"] = {k: num(v) for k, v in row["values"].items()}
     row["created_at"] = iso(t.created_at)
     return row
@@ -153,6 +154,7 @@ def trial_detail(
             "job_name": t.job_name,
             "scheduler": t.scheduler,
             "log_tail": t.log_tail,
+            "info": _json_safe(t.info) if t.info is not None else None,
             "runner_metadata": {k: v for k, v in t.runner_metadata.items() if isinstance(v, (str, int, float, bool))},
             "curves": {m: {"step": [s for s, _ in pts], "value": [num(v) for _, v in pts]} for m, pts in curves.items()},
             "timeline": [event(e) for e in events],
@@ -182,3 +184,14 @@ def parallel(a: ExperimentAnalysis, params: dict[int, dict[str, Any]], chosen: S
         "objectives": objectives(a.spec),
         "total_completed": sum(1 for s in a.statuses if s == TrialStatus.COMPLETED.value),
     }
+
+
+def _json_safe(v: Any) -> Any:
+    """A stored trial info with non-finite floats as null (the API emits strict JSON)."""
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_json_safe(x) for x in v]
+    if isinstance(v, float):
+        return num(v)
+    return v

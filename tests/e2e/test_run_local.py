@@ -53,8 +53,18 @@ def test_digits_run_and_read_back(tmp_path: Path) -> None:
         assert t["values"]["num_params"] == 64 * h1 + h1 + h1 * h2 + h2 + h2 * 10 + 10
         assert t["job_handle"].startswith("local_cwd://")
         # real TensorBoard files in the trial's own directory; the stored value is the logged one
-        logged = {o.metric: o.value for o in read_scalars(Path(t["log_dir"]) / "tb")}
+        scalars = read_scalars(Path(t["log_dir"]) / "tb")
+        logged = {o.metric: o.value for o in scalars}
         assert logged["val_acc"] == pytest.approx(t["values"]["val_acc"])
+        # costs are known before training (step 0) and logged with val_acc at the final step
+        last = max(o.step for o in scalars if o.metric == "val_acc")
+        for m in ("num_params", "latency_ms", "mflops", "model_bytes"):
+            assert sorted(o.step for o in scalars if o.metric == m) == [0, last]
+        # how the trial ran is stored with it
+        info = t["info"]
+        assert info["precision"] == "fp32" and info["device"] == "cpu" and info["dataset"] == "digits"
+        assert info["latency"]["batch_size"] == 1 and info["latency"]["repeats"] >= 50 and info["latency"]["blocks"] == 5
+        assert info["latency"]["median_ms"] == pytest.approx(t["values"]["latency_ms"], rel=1e-6)
         assert Path(t["log_dir"]).is_relative_to(tmp_path / "nasctl_runs" / "demo")
 
     pareto = json.loads(run_cli("pareto", "demo", "--db", db, "--json").stdout)

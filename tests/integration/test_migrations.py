@@ -8,8 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
+from nasctl.store import Store, migrate
 from nasctl.store.migrate import head_revision, known_revisions
+from nasctl.types import TrialStatus
 from tests.conftest import run_cli
 
 FIXTURES = sorted((Path(__file__).parents[1] / "fixtures").glob("db_*.sqlite"))
@@ -44,7 +47,53 @@ def test_upgrade_then_resume(fixture: Path, tmp_path: Path) -> None:
     assert sorted(trials) == [0, 1, 2, 3] and all(t["status"] == "COMPLETED" for t in trials.values())
     for i in (0, 1):  # what the old nasctl recorded is untouched
         assert trials[i]["values"] == old[i]["values"] and trials[i]["parameters"] == old[i]["parameters"]
+        assert trials[i].get("info") == old[i].get("info")
+    for i in (2, 3):  # trials run by this nasctl record how they ran
+        assert trials[i]["info"]["precision"] == "fp32" and trials[i]["info"]["device"]
     assert {json.dumps(trials[i]["parameters"], sort_keys=True) for i in (2, 3)}.isdisjoint(
         {json.dumps(old[i]["parameters"], sort_keys=True) for i in (0, 1)}
     )
     assert all(Path(trials[i]["log_dir"]).is_relative_to(tmp_path / "runs") for i in (2, 3))
+
+
+def test_0002_adds_trial_info_on_every_database(db_url: str) -> None:
+    """0001 -> 0002 keeps existing trials (info NULL), then info round-trips; and
+    the downgrade drops the column again (SQLite through batch mode)."""
+    engine = create_engine(db_url)
+    try:
+        migrate.upgrade(engine, revision="0001_initial")
+        with engine.begin() as c:  # rows as nasctl 0001 wrote them
+            c.execute(text(
+                "INSERT INTO experiments (id, name, spec, status, work_dir, created_at, updated_at) "
+                "VALUES (1, 'old', '{}', 'STOPPED', '/x', '2026-11-22 00:00:00', '2026-11-22 00:00:00')"))
+            c.execute(text(
+                "INSERT INTO trials (id, experiment_id, " + ("`index`" if "mysql" in db_url else '"index"')
+                + ", parameters, status, generation_method, runner_metadata, reader_state, "
+                + ("`values`" if "mysql" in db_url else '"values"') + ", created_at) "
+                "VALUES (1, 1, 0, '{\"h\": 8}', 'COMPLETED', 'Sobol', '{}', '{}', '{\"val_acc\": 0.5}', "
+                "'2026-11-22 00:00:00')"))
+        before, after = migrate.upgrade(engine)
+        assert (before, after) == ("0001_initial", head_revision())
+        store = Store(db_url)
+        (t,) = store.list_trials(1)
+        assert t.info is None and t.values == {"val_acc": 0.5} and t.parameters == {"h": 8}
+        info = {"precision": "bf16", "latency": {"median_ms": 0.05, "threads": 1}, "argv": ["--x", "1"]}
+        assert store.finish_trial(t.id, TrialStatus.COMPLETED, {"val_acc": 0.6}, info=info).info == info
+        assert store.get_trial(1, 0).info == info
+        store.finish_trial(t.id, TrialStatus.COMPLETED, {"val_acc": 0.6})  # no new info: the stored one stays
+        assert store.get_trial(1, 0).info == info
+        store.close()
+        from alembic import command
+
+        cfg = migrate.alembic_config()
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0001_initial")
+        with engine.connect() as c:
+            cols = {r[1] if "sqlite" in db_url else r[0] for r in c.execute(text(
+                "PRAGMA table_info(trials)" if "sqlite" in db_url else
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'trials'"
+                + (" AND table_schema = DATABASE()" if "mysql" in db_url else "")))}
+        assert "info" not in {str(x).lower() for x in cols} and "log_tail" in {str(x).lower() for x in cols}
+    finally:
+        engine.dispose()

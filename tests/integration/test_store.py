@@ -128,6 +128,12 @@ def test_unversioned_tables_are_refused_and_kept(db_url: str) -> None:
     with admin.engine.begin() as c:
         c.execute(text("INSERT INTO alembic_version (version_num) VALUES ('0001_initial')"))
     admin.close()
+    with pytest.raises(SchemaOutdatedError, match="nasctl db upgrade"):
+        Store(db_url)
+    admin = Store(db_url, check=False)
+    with admin.engine.begin() as c:
+        c.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": migrate.head_revision()})
+    admin.close()
     Store(db_url).close()  # at head again: accepted, data intact
     assert Store(db_url).get_experiment("keep").spec == {"k": 1}
 
@@ -141,12 +147,16 @@ def test_newer_schema_is_refused(db_url: str) -> None:
         Store(db_url)
 
 
-def test_older_revision_message_names_upgrade(monkeypatch: pytest.MonkeyPatch, sqlite_url: str) -> None:
-    # Pretend this nasctl ships a newer head than the database has: the real
-    # refusal path for a database created by an older nasctl.
-    Store(sqlite_url, create=True).close()
-    monkeypatch.setattr(migrate, "head_revision", lambda: "0002_next")
-    with pytest.raises(SchemaOutdatedError, match="revision 0001_initial, this nasctl needs 0002_next.*nasctl db upgrade"):
+def test_older_revision_message_names_upgrade(sqlite_url: str) -> None:
+    # A database made at the first revision, as an older nasctl left it.
+    from sqlalchemy import create_engine
+
+    engine = create_engine(sqlite_url)
+    migrate.upgrade(engine, revision="0001_initial")
+    engine.dispose()
+    head = migrate.head_revision()
+    assert head != "0001_initial"
+    with pytest.raises(SchemaOutdatedError, match=f"revision 0001_initial, this nasctl needs {head}.*nasctl db upgrade"):
         Store(sqlite_url)
 
 

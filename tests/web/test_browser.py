@@ -207,3 +207,25 @@ trial: {script: train.py}
     page.goto(f"{server.base}/experiments/single/trials/77")
     page.wait_for_function("document.getElementById('message').className === 'error'")
     assert not page.errors
+
+
+def test_trial_info_is_a_key_value_table(page: Any, server: Server) -> None:
+    store = Store(server.url)
+    exp = add_synthetic(store, "withinfo", 2)
+    t = store.add_trial(exp.id, 2, {"x": 0.5, "act": "relu"}, "Sobol", "withinfo-2", "")
+    info = {"precision": "bf16", "device": "cpu", "latency": {"median_ms": 0.0421, "threads": 1},
+            "argv": ["--x", "0.5"], "note": EVIL}
+    store.finish_trial(t.id, TrialStatus.COMPLETED, {"val_acc": 0.5}, info=info)
+    page.goto(f"{server.base}/experiments/withinfo/trials/2")
+    wait_ready(page)
+    assert page.locator("#info-panel").is_visible()
+    rows = dict(
+        (r.locator("td").nth(0).inner_text(), r.locator("td").nth(1).inner_text())
+        for r in page.locator("#info tbody tr").all()
+    )
+    assert rows["precision"] == "bf16" and rows["latency.median_ms"] == "0.0421" and rows["latency.threads"] == "1"
+    assert rows["argv"] == "--x 0.5" and rows["note"] == EVIL  # shown as text
+    assert page.evaluate("window.__xss") is None and not page.errors
+    page.goto(f"{server.base}/experiments/withinfo/trials/0")  # no info recorded: no panel
+    wait_ready(page)
+    assert not page.locator("#info-panel").is_visible()

@@ -473,6 +473,17 @@ function kvRows(tbodySel, entries) {
   document.querySelector(tbodySel).replaceChildren(...entries.map(([k, v]) => el("tr", {}, el("td", { text: k }), el("td", { text: fmt(v) }))));
 }
 
+// A trial's own record (trial_info.json) as flat key/value rows: nested keys joined with ".".
+function flatInfo(obj, prefix) {
+  const out = [];
+  for (const [k, v] of Object.entries(obj || {})) {
+    const key = prefix ? prefix + "." + k : k;
+    if (v !== null && typeof v === "object" && !Array.isArray(v)) out.push(...flatInfo(v, key));
+    else out.push([key, Array.isArray(v) ? v.join(" ") : v]);
+  }
+  return out;
+}
+
 async function trialPage() {
   const { name, index } = route();
   await setupHeader(name);
@@ -490,6 +501,9 @@ async function trialPage() {
     kvRows("#values tbody", Object.entries(t.values));
     kvRows("#job tbody", [["job handle", t.job_handle], ["job name", t.job_name], ["scheduler", t.scheduler], ["log dir", t.log_dir],
       ["created", t.created_at], ["started", t.started_at], ["ended", t.ended_at], ...Object.entries(t.runner_metadata)]);
+    const info = flatInfo(t.info, "");
+    document.getElementById("info-panel").hidden = info.length === 0;
+    kvRows("#info tbody", info);
     renderCurves(t);
     renderTimeline(t);
   }

@@ -1,0 +1,289 @@
+"""The Lightning trainer every built-in search space (and `trial.model`) uses.
+
+A trial process parses its `--name value` arguments, builds a classifier for
+the chosen dataset, and then, following the trial contract:
+
+1. measures the costs, which depend on the architecture only (`num_params`,
+   `model_bytes`, `mflops`, `latency_ms`; see nasctl.metrics.latency), and logs
+   them at step 0, so they are known while the trial runs;
+2. writes `trial_info.json` next to the TensorBoard files (device, precision,
+   threads, latency settings, versions, argv, architecture): the orchestrator
+   stores it with the trial;
+3. trains with Lightning (CUDA when present), logging `train_loss`,
+   `val_loss` and `val_acc` per epoch;
+4. logs `val_acc` and the costs again at one common final step, so that step
+   holds every objective.
+
+Precision: `fp32`; `bf16` (autocast to bfloat16, on CPU and CUDA); `fp16`
+(autocast to float16 with a gradient scaler, CUDA only). Weights stay fp32.
+`channels_last` puts the model and its 4-D inputs in torch.channels_last
+(a no-op for 1-D signals and flat inputs).
+
+Bad input (fp16 without CUDA, a missing or corrupt dataset, a user model that
+cannot be built) ends the process with one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from nasctl.errors import BadInputError, TrialSetupError
+from nasctl.metrics.latency import PRECISIONS
+from nasctl.search_spaces import TRAINER_METRICS, TRAINER_PARAMETERS  # noqa: F401 - re-exported
+
+if TYPE_CHECKING:
+    import torch
+
+    from nasctl.search_spaces.data import ArrayDataset
+
+INFO_FILE = "trial_info.json"
+LIGHTNING_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
+
+COST_METRICS = ("num_params", "model_bytes", "mflops", "latency_ms")
+LATENCY_BLOCKS = 5  # latency_ms is the lowest of 5 block medians (see nasctl.metrics.latency)
+
+
+def parse_bool(text: str) -> bool:
+    """`True`/`False` as nasctl passes booleans (also 1/0, yes/no)."""
+    low = text.strip().lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected True or False, got {text!r}")
+
+
+def add_trainer_arguments(p: argparse.ArgumentParser, *, dataset: str = "digits") -> None:
+    """One argument per name in TRAINER_PARAMETERS, plus --log_dir."""
+    p.add_argument("--learning_rate", type=float, default=1e-3)
+    p.add_argument("--batch_size", type=int, default=64)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--weight_decay", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dataset", default=dataset, help="digits, mnist1d, mnist or idx:/path/to/dir")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    p.add_argument("--channels_last", type=parse_bool, default=False)
+    p.add_argument("--latency_batch_size", type=int, default=1)
+    p.add_argument("--latency_repeats", type=int, default=50)
+    p.add_argument("--latency_warmup", type=int, default=10)
+    p.add_argument("--latency_threads", type=int, default=1)
+    p.add_argument("--latency_min_seconds", type=float, default=0.25)
+    p.add_argument("--log_dir", default=os.environ.get("NASCTL_LOG_DIR", "tb_logs"))
+
+
+def check_trainer_arguments(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse-style errors (exit 2) for out-of-range trainer arguments."""
+    for name in ("batch_size", "epochs", "latency_batch_size", "latency_repeats", "latency_threads"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be >= 1")
+    if args.latency_warmup < 0:
+        p.error("--latency_warmup must be >= 0")
+    if not 0 <= args.latency_min_seconds <= 60:
+        p.error("--latency_min_seconds must be in [0, 60]")
+    if not args.learning_rate > 0:
+        p.error("--learning_rate must be > 0")
+
+
+def pick_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def check_precision(precision: str, device_type: str) -> None:
+    """Raises TrialSetupError for fp16 off CUDA (autocast fp16 with a gradient scaler is a CUDA feature)."""
+    if precision == "fp16" and device_type != "cuda":
+        raise TrialSetupError(
+            "--precision fp16 needs a CUDA GPU (fp16 autocast with a gradient scaler); this trial runs on CPU",
+            "use --precision bf16 on CPU",
+        )
+
+
+def measure_costs(
+    net: torch.nn.Module, data: ArrayDataset, args: argparse.Namespace, device_type: str
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """The cost metrics of `net` (see nasctl.metrics.latency) and how they were measured."""
+    import torch
+
+    from nasctl.metrics.latency import count_mflops, count_parameters, measure_latency, model_bytes
+
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    x = torch.from_numpy(data.x_val[: args.latency_batch_size]).to(device_type)
+    if x.shape[0] < args.latency_batch_size:  # a tiny validation set: repeat it
+        reps = -(-args.latency_batch_size // x.shape[0])
+        x = x.repeat(reps, *([1] * (x.dim() - 1)))[: args.latency_batch_size]
+    if x.dim() == 4:
+        x = x.contiguous(memory_format=fmt)
+    net.to(device_type)
+    mflops = count_mflops(net, x[:1])
+    lat = measure_latency(
+        net, x, warmup=args.latency_warmup, repeats=args.latency_repeats,
+        threads=args.latency_threads, precision=args.precision, min_seconds=args.latency_min_seconds,
+        blocks=LATENCY_BLOCKS,
+    )
+    costs = {
+        "num_params": float(count_parameters(net)),
+        "model_bytes": float(model_bytes(net)),
+        "mflops": mflops,
+        "latency_ms": lat.median_ms,
+    }
+    return costs, lat.as_dict()
+
+
+def write_info(log_dir: str, info: dict[str, Any]) -> None:
+    """Write trial_info.json atomically (the orchestrator may read it at any time)."""
+    os.makedirs(log_dir, exist_ok=True)
+    path = os.path.join(log_dir, INFO_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(info, f, indent=1, sort_keys=True, default=str)
+    os.replace(tmp, path)
+
+
+def base_info(args: argparse.Namespace, device_type: str, model_name: str, data: ArrayDataset) -> dict[str, Any]:
+    import pytorch_lightning as pl
+    import torch
+
+    device = device_type
+    if device_type == "cuda":
+        device = f"cuda:{torch.cuda.current_device()} ({torch.cuda.get_device_name()})"
+    return {
+        "model": model_name,
+        "dataset": data.name,
+        "input_shape": list(data.shape),
+        "num_classes": data.num_classes,
+        "train_size": int(len(data.y_train)),
+        "val_size": int(len(data.y_val)),
+        "device": device,
+        "precision": args.precision,
+        "lightning_precision": LIGHTNING_PRECISION[args.precision],
+        "channels_last": bool(args.channels_last),
+        "train_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "lightning": pl.__version__,
+        "python": platform.python_version(),
+        "host": socket.gethostname(),
+        "cpu": platform.processor() or platform.machine(),
+        "argv": sys.argv[1:],
+        "mflops_per": "one sample (batch size 1)",
+    }
+
+
+def run_trial(
+    args: argparse.Namespace,
+    build: Callable[[ArrayDataset], torch.nn.Module],
+    model_name: str,
+) -> int:
+    """Train `build(dataset)` as one trial (see the module docstring); returns the exit code."""
+    try:
+        return _run(args, build, model_name)
+    except BadInputError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 2
+
+
+def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Module], model_name: str) -> int:
+    device_type = pick_device()
+    check_precision(args.precision, device_type)
+
+    import pytorch_lightning as pl
+    import torch
+    import torch.nn.functional as F
+    from pytorch_lightning.loggers import TensorBoardLogger
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from nasctl.metrics.latency import autocast_context
+    from nasctl.search_spaces.data import load_dataset
+
+    pl.seed_everything(args.seed, verbose=False)
+    data = load_dataset(args.dataset)
+    net = build(data)
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    net = net.to(memory_format=fmt)  # type: ignore[call-overload]  # a no-op without 4-D weights
+
+    t0 = time.perf_counter()
+    costs, latency = measure_costs(net, data, args, device_type)
+    info = base_info(args, device_type, model_name, data)
+    info.update(latency=latency, cost_seconds=round(time.perf_counter() - t0, 3), architecture=repr(net)[:4000])
+    write_info(args.log_dir, info)
+
+    logger = TensorBoardLogger(save_dir=args.log_dir, name="", version="", default_hp_metric=False)
+    logger.log_metrics(costs, step=0)
+
+    def to_input(x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous(memory_format=torch.channels_last) if args.channels_last and x.dim() == 4 else x
+
+    class Classifier(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(to_input(x))  # type: ignore[no-any-return]
+
+        def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> torch.Tensor:
+            x, t = batch
+            loss = F.cross_entropy(self(x), t)
+            self.log("train_loss", loss, on_step=False, on_epoch=True)
+            return loss
+
+        def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> None:
+            x, t = batch
+            logits = self(x)
+            self.log("val_loss", F.cross_entropy(logits.float(), t), on_epoch=True)
+            self.log("val_acc", (logits.argmax(-1) == t).float().mean(), on_epoch=True)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.Adam(self.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
+
+    train = TensorDataset(torch.from_numpy(data.x_train), torch.from_numpy(data.y_train))
+    val = TensorDataset(torch.from_numpy(data.x_val), torch.from_numpy(data.y_val))
+    model = Classifier()
+    trainer = pl.Trainer(
+        max_epochs=args.epochs,
+        accelerator="auto",
+        devices=1,
+        precision=LIGHTNING_PRECISION[args.precision],  # type: ignore[arg-type]
+        logger=logger,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        log_every_n_steps=1,
+    )
+    t1 = time.perf_counter()
+    trainer.fit(
+        model,
+        DataLoader(train, batch_size=args.batch_size, shuffle=True),
+        DataLoader(val, batch_size=512),
+    )
+    train_seconds = time.perf_counter() - t1
+
+    device = next(model.parameters()).device
+    model.eval()
+    correct = 0
+    with torch.inference_mode(), autocast_context(args.precision, device.type):
+        for i in range(0, len(val), 1024):
+            x = val.tensors[0][i: i + 1024].to(device)
+            correct += int((model(x).argmax(-1).cpu() == val.tensors[1][i: i + 1024]).sum())
+    final = {"val_acc": correct / len(val), **costs}
+    logger.log_metrics(final, step=trainer.global_step)
+    logger.finalize("success")
+    info.update(train_seconds=round(train_seconds, 3), final_step=trainer.global_step)
+    write_info(args.log_dir, info)
+    print(
+        f"final step {trainer.global_step}: "
+        + ", ".join(f"{k}={v:.6g}" for k, v in final.items())
+        + f" (latency: median of {latency['repeats']} runs, batch {latency['batch_size']}, "
+        f"{latency['threads']} thread, {latency['device']}, {args.precision}; training {train_seconds:.1f}s)",
+        flush=True,
+    )
+    return 0
