@@ -9,7 +9,11 @@ experiment that already has trials resumes it: finished trials are kept,
 running ones re-attached, recorded candidates submitted (once).
 
 Candidate generation runs on the generator's worker thread, so this loop keeps
-polling and dispatching while the model fits. Trial failures (non-zero exit,
+polling and dispatching while the model fits. With more than one worker the
+loop keeps `lookahead` candidates generated ahead of the free slots, so a slot
+that frees is refilled in the same tick instead of waiting for a model fit;
+the ahead candidate was chosen with every running trial as a pending point,
+and the next one is asked for right after, with the finished trial's result. Trial failures (non-zero exit,
 missing or NaN metric, corrupt log, timeout) make the trial FAILED with its
 reason and log tail; the experiment ends FAILED once `budget.max_failures` is
 exceeded.
@@ -176,6 +180,10 @@ class Orchestrator:
         poll_interval: seconds between polls when nothing happens.
         metrics_interval: seconds between incremental reads of running trials' logs.
         on_progress: called with a `Progress` snapshot after every tick.
+        lookahead: candidates kept ready beyond the free slots. Default: 1 when
+            `budget.parallelism` > 1, else 0 (with one worker every proposal
+            should see the result of the trial before it: that is sequential
+            optimisation, and a look-ahead candidate never would).
     """
 
     def __init__(
@@ -189,6 +197,7 @@ class Orchestrator:
         poll_interval: float = 0.25,
         metrics_interval: float = 2.0,
         on_progress: Callable[[Progress], None] | None = None,
+        lookahead: int | None = None,
     ) -> None:
         self.store = store
         self.exp = experiment
@@ -198,6 +207,7 @@ class Orchestrator:
         self.poll_interval = poll_interval
         self.metrics_interval = metrics_interval
         self.on_progress = on_progress
+        self.lookahead = (1 if spec.budget.parallelism > 1 else 0) if lookahead is None else lookahead
         self.owner = owner_id()
         self._running: dict[int, _Running] = {}
         self._ready: deque[TrialRecord] = deque()
@@ -393,7 +403,7 @@ class Orchestrator:
     def _maybe_request(self) -> None:
         if self.gen.pending_request is not None:
             return
-        free = self.spec.budget.parallelism - len(self._running) - len(self._ready)
+        free = self.spec.budget.parallelism + self.lookahead - len(self._running) - len(self._ready)
         left = self.spec.budget.max_trials - self._created
         n = min(free, left)
         if n > 0:
