@@ -31,9 +31,10 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timezone
+from typing import Any
 
 from nasctl.errors import MetricsError, RunnerError
 from nasctl.metrics import MetricSummary
@@ -46,7 +47,7 @@ from nasctl.search_spaces import get_search_space
 from nasctl.search_spaces.function import FUNCTION_ENTRY_MODULE
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store, queries
-from nasctl.types import ExperimentRecord, ExperimentStatus, ParamValue, TrialRecord, TrialStatus
+from nasctl.types import ExperimentRecord, ExperimentStatus, Observation, ParamValue, TrialRecord, TrialStatus
 
 LOG_TAIL_LINES = 40
 LEASE_STALE_SECONDS = 30.0
@@ -190,7 +191,8 @@ class Orchestrator:
         lookahead: candidates kept ready beyond the free slots. Default: 1 when
             `budget.parallelism` > 1, else 0 (with one worker every proposal
             should see the result of the trial before it: that is sequential
-            optimisation, and a look-ahead candidate never would).
+            optimisation, and a look-ahead candidate never would). Applies
+            once a trial has completed.
     """
 
     def __init__(
@@ -410,7 +412,10 @@ class Orchestrator:
     def _maybe_request(self) -> None:
         if self.gen.pending_request is not None:
             return
-        free = self.spec.budget.parallelism + self.lookahead - len(self._running) - len(self._ready)
+        # No look-ahead before the first result: a candidate asked for then could
+        # only be quasi-random, beyond the spec's initial_trials.
+        ahead = self.lookahead if self._completed else 0
+        free = self.spec.budget.parallelism + ahead - len(self._running) - len(self._ready)
         left = self.spec.budget.max_trials - self._created
         n = min(free, left)
         if n > 0:
@@ -471,8 +476,11 @@ class Orchestrator:
         new = run.reader.read_new()
         if new:
             run.summary.update(new)
-            self.store.add_observations(run.trial.id, new)
-            self.store.save_reader_state(run.trial.id, {**run.reader.state, "summary": run.summary.state})
+            self.store.add_observations(run.trial.id, new, reader_state=self._reader_state(run))
+
+    @staticmethod
+    def _reader_state(run: _Running) -> dict[str, Any]:
+        return {**run.reader.state, "summary": run.summary.state}
 
     def _enforce_timeouts(self) -> None:
         limit = self.spec.budget.trial_timeout
@@ -487,10 +495,12 @@ class Orchestrator:
     def _complete_or_fail(self, index: int) -> None:
         run = self._running[index]
         try:
-            self._read(run)
+            new = run.reader.read_new()  # stored together with the trial's end, in one transaction
         except MetricsError as e:
             self._end_running(index, TrialStatus.FAILED, str(e))
             return
+        run.summary.update(new)
+        state = self._reader_state(run)
         values: dict[str, float] = {}
         for m in run.summary.metrics:
             v = run.summary.value(m)
@@ -509,22 +519,25 @@ class Orchestrator:
             else:
                 values[m] = v
         if problems:
-            self._end_running(index, TrialStatus.FAILED, "; ".join(problems), values)
+            self._end_running(index, TrialStatus.FAILED, "; ".join(problems), values, new, state)
         else:
-            self._end_running(index, TrialStatus.COMPLETED, None, values)
+            self._end_running(index, TrialStatus.COMPLETED, None, values, new, state)
 
     def _end_running(self, index: int, status: TrialStatus, reason: str | None,
-                     values: dict[str, float] | None = None) -> None:
+                     values: dict[str, float] | None = None, observations: Sequence[Observation] = (),
+                     reader_state: dict[str, Any] | None = None) -> None:
         run = self._running.pop(index)
         self._counts[TrialStatus.RUNNING.value] -= 1
         tail = None
         if status != TrialStatus.COMPLETED:
             tail = self.runner.log_tail(run.job, LOG_TAIL_LINES)
-        self._finish(run.trial, status, reason=reason, values=values, log_tail=tail)
+        self._finish(run.trial, status, reason=reason, values=values, log_tail=tail,
+                     observations=observations, reader_state=reader_state)
 
     def _finish(self, rec: TrialRecord, status: TrialStatus, *, reason: str | None = None,
-                values: dict[str, float] | None = None, log_tail: str | None = None) -> None:
-        self.store.finish_trial(rec.id, status, values, reason, log_tail)
+                values: dict[str, float] | None = None, log_tail: str | None = None,
+                observations: Sequence[Observation] = (), reader_state: dict[str, Any] | None = None) -> None:
+        self.store.finish_trial(rec.id, status, values, reason, log_tail, observations, reader_state)
         failpoints.hit("after_finish_trial")
         self._counts[status.value] += 1
         if status == TrialStatus.COMPLETED:
