@@ -1,7 +1,7 @@
 """The digits trainer with a clock: `python benchmarks/trial_clock.py --hidden_size_1 64 ...`.
 
 Runs `nasctl.search_spaces.mlp` in this very process (same arguments, same
-TensorBoard output) and writes `clock.json` next to the trial's TensorBoard
+TensorBoard output, same way out: `mlp.exit_process`) and writes `clock.json` next to the trial's TensorBoard
 directory (the parent of NASCTL_LOG_DIR): when the process was created (the
 real launch, from the OS), when training ended, when the process was gone
 (after the interpreter's own shutdown, which is seconds for torch and
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
 import sys
 import time
 
@@ -56,26 +55,23 @@ def _process_start() -> float:
     return time.time() - age
 
 
-def main() -> int:
+def main() -> None:
     started = _process_start()
     read_fd, write_fd = os.pipe()
     if os.fork() == 0:
         os.close(write_fd)
         _watch_exit(read_fd)
     os.close(read_fd)  # write_fd stays open, unused, until this process has exited
-    rc: int = 0
+    from nasctl.search_spaces import mlp
+
+    rc = 1
     try:
-        runpy.run_module("nasctl.search_spaces.mlp", run_name="__main__", alter_sys=True)
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except BaseException:
-        rc = 1
-        raise
+        rc = mlp.main(sys.argv[1:])
     finally:
         with open(_clock_path(), "w", encoding="utf-8") as f:
             json.dump({"start": started, "end": time.time(), "returncode": rc, "pid": os.getpid()}, f)
-    return rc
+    mlp.exit_process(rc)  # how `python -m nasctl.search_spaces.mlp` ends
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     import torch
@@ -143,5 +143,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_process(code: int) -> NoReturn:
+    """End the trial process at once, skipping the interpreter's shutdown.
+
+    With torch and Lightning loaded that shutdown (module teardown, garbage
+    collection) took 4-6 s here after training had finished: a quarter of a
+    digits trial, during which the worker's slot stays taken. Everything the
+    trial leaves behind is complete by then (the TensorBoard logger was
+    finalized, which closes its event files); only stdout and stderr need a flush.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())
