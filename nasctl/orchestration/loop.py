@@ -10,10 +10,13 @@ running ones re-attached, recorded candidates submitted (once).
 
 Candidate generation runs on the generator's worker thread, so this loop keeps
 polling and dispatching while the model fits. With more than one worker the
-loop keeps `lookahead` candidates generated ahead of the free slots, so a slot
-that frees is refilled in the same tick instead of waiting for a model fit;
-the ahead candidate was chosen with every running trial as a pending point,
-and the next one is asked for right after, with the finished trial's result. Trial failures (non-zero exit,
+loop keeps candidates generated ahead of the free slots, so a slot that frees
+is refilled in the same tick instead of waiting for a model fit; an ahead
+candidate was chosen with every running trial as a pending point, and the
+next one is asked for right after, with the finished trial's result. How many
+it keeps ahead covers the slots expected to free while the next proposal is
+computed: one while proposals are quick next to trials, more (up to
+`parallelism`, asked for in one batch) when they are not. Trial failures (non-zero exit,
 missing or NaN metric, corrupt log, timeout) make the trial FAILED with its
 reason and log tail; the experiment ends FAILED once `budget.max_failures` is
 exceeded.
@@ -26,6 +29,7 @@ import math
 import os
 import signal
 import socket
+import statistics
 import sys
 import threading
 import time
@@ -188,11 +192,13 @@ class Orchestrator:
         poll_interval: seconds between polls when nothing happens.
         metrics_interval: seconds between incremental reads of running trials' logs.
         on_progress: called with a `Progress` snapshot after every tick.
-        lookahead: candidates kept ready beyond the free slots. Default: 1 when
-            `budget.parallelism` > 1, else 0 (with one worker every proposal
-            should see the result of the trial before it: that is sequential
-            optimisation, and a look-ahead candidate never would). Applies
-            once a trial has completed.
+        lookahead: candidates kept ready beyond the free slots, once a trial has
+            completed. Default (None) with `budget.parallelism` > 1: enough to
+            cover the slots expected to free during the next proposal,
+            ceil(last proposal's seconds x parallelism / median trial seconds),
+            between 1 and `parallelism`. With one worker it is 0: every proposal
+            should see the result of the trial before it (sequential
+            optimisation), and a look-ahead candidate never would.
     """
 
     def __init__(
@@ -216,7 +222,8 @@ class Orchestrator:
         self.poll_interval = poll_interval
         self.metrics_interval = metrics_interval
         self.on_progress = on_progress
-        self.lookahead = (1 if spec.budget.parallelism > 1 else 0) if lookahead is None else lookahead
+        self.lookahead = lookahead
+        self._durations: deque[float] = deque(maxlen=10)  # seconds of the last completed trials
         self.owner = owner_id()
         self._running: dict[int, _Running] = {}
         self._ready: deque[TrialRecord] = deque()
@@ -412,14 +419,26 @@ class Orchestrator:
     def _maybe_request(self) -> None:
         if self.gen.pending_request is not None:
             return
-        # No look-ahead before the first result: a candidate asked for then could
-        # only be quasi-random, beyond the spec's initial_trials.
-        ahead = self.lookahead if self._completed else 0
-        free = self.spec.budget.parallelism + ahead - len(self._running) - len(self._ready)
+        free = self.spec.budget.parallelism + self._ahead() - len(self._running) - len(self._ready)
         left = self.spec.budget.max_trials - self._created
         n = min(free, left)
         if n > 0:
             self.gen.request(n)
+
+    def _ahead(self) -> int:
+        """How many candidates to keep generated beyond the free slots."""
+        par = self.spec.budget.parallelism
+        if not self._completed:  # before the first result an extra candidate could only be quasi-random
+            return 0
+        if self.lookahead is not None:
+            return self.lookahead
+        if par == 1:
+            return 0
+        if not self._gen_times or not self._durations:
+            return 1
+        trial = statistics.median(self._durations)
+        need = math.ceil(self._gen_times[-1] * par / max(trial, 1e-3))
+        return max(1, min(par, need))
 
     def _dispatch(self) -> None:
         while self._ready and len(self._running) < self.spec.budget.parallelism:
@@ -543,6 +562,8 @@ class Orchestrator:
         if status == TrialStatus.COMPLETED:
             assert values is not None
             self.gen.complete(rec.index, values)
+            if rec.started_at is not None:
+                self._durations.append(time.time() - _epoch(rec))
             self._completed.append((rec.index, values))
             self._note(f"trial {rec.index} completed: " + _fmt_values(values, self.spec.objectives))
         elif status == TrialStatus.FAILED:
