@@ -202,6 +202,7 @@ TRIAL_SOURCES = {
     "search_space": "a built-in such as mlp_digits",
     "script": "a training script",
     "function": "a Python function pkg.module:fn",
+    "component": "a TorchX component such as utils.python or file.py:fn",
 }
 TARGET_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -214,6 +215,7 @@ class TrialSpec(_Model):
     search_space: str | None = None
     script: str | None = None
     function: str | None = None
+    component: str | None = None
     args: dict[str, Scalar] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
     code_dir: str | None = None
@@ -243,6 +245,38 @@ class OptimizerSpec(_Model):
     seed: int | None = 0
 
 
+REDUCED_PRECISIONS = frozenset({"bf16", "fp16", "bfloat16", "float16", "half", "bf16-mixed", "16-mixed"})
+
+
+class EarlyStoppingSpec(_Model):
+    """`early_stopping:` stop running trials whose learning curve shows they cannot
+    reach the Pareto front (the rule is in nasctl/orchestration/early_stopping.py).
+
+    Progress is measured in `progress` units: `points` counts the distinct steps at
+    which the watched metric was logged (epochs, for a metric validated once per
+    epoch; comparable across batch sizes), `steps` uses the logged step itself.
+    """
+
+    metric: str | None = Field(default=None, description="objective whose curve is watched; default: the first "
+                               "objective that completed trials logged at several steps")
+    progress: Literal["points", "steps"] = "points"
+    min_progress: int = Field(default=2, ge=0, description="no decision before this much progress")
+    min_fraction: float = Field(default=0.25, ge=0.0, le=1.0,
+                                description="no decision before this fraction of the expected final progress")
+    min_completed: int = Field(default=3, ge=1, description="completed trials with a curve needed to decide")
+    margin: float = Field(default=0.0, ge=0.0, description="added to the optimistic projection, in metric units")
+    length_parameter: str | None = Field(default="epochs",
+                                         description="parameter holding a trial's final progress (points only)")
+    precision_parameter: str = "precision"
+    reduced_precision_grace: float = Field(default=2.0, ge=1.0, le=100.0,
+                                           description="minimum progress multiplier for bf16/fp16 trials")
+
+    @field_validator("margin")
+    @classmethod
+    def _check_margin(cls, v: float) -> float:
+        return _finite(v, "margin")
+
+
 class ExperimentSpec(_Model):
     """A validated experiment spec. Build it with `load_spec` or `parse_spec`."""
 
@@ -254,7 +288,7 @@ class ExperimentSpec(_Model):
     trial: TrialSpec
     runner: RunnerSpec = Field(default_factory=RunnerSpec)
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
-    early_stopping: None = None
+    early_stopping: EarlyStoppingSpec | None = None
 
     @field_validator("name")
     @classmethod
@@ -294,10 +328,10 @@ class ExperimentSpec(_Model):
 
     @field_validator("early_stopping", mode="before")
     @classmethod
-    def _no_early_stopping(cls, v: Any) -> None:
-        if v is not None:
-            raise ValueError("early stopping is not available in this version of nasctl; set it to null")
-        return None
+    def _early_stopping_mapping(cls, v: Any) -> Any:
+        if v is not None and not isinstance(v, dict):
+            raise ValueError("must be null or a mapping such as {metric: val_acc, min_completed: 3}")
+        return v
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ExperimentSpec:
@@ -322,6 +356,11 @@ class ExperimentSpec(_Model):
                 raise ValueError(
                     f"constraint {text!r} is on objective {c.metric!r}: use objectives.{c.metric}.threshold instead"
                 )
+        es = self.early_stopping
+        if es is not None and es.metric is not None and es.metric not in self.objectives:
+            raise ValueError(
+                f"early_stopping.metric {es.metric!r} is not an objective; use one of {sorted(self.objectives)}"
+            )
         overlap = set(self.trial.args) & set(params)
         if overlap:
             raise ValueError(f"trial.args repeats search_space parameters {sorted(overlap)}")
@@ -450,6 +489,8 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Expe
         if not script.is_file():
             raise SpecError(f"trial.script {spec.trial.script} does not exist (looked at {script})", "fix the path")
         spec = spec.model_copy(update={"trial": spec.trial.model_copy(update={"script": str(script)})})
+    if spec.trial.component:
+        spec = spec.model_copy(update={"trial": spec.trial.model_copy(update={"code_dir": str(p.parent.resolve())})})
     if spec.trial.function:
         code_dir = str(p.parent.resolve())
         _check_importable(spec.trial.function.partition(":")[0], code_dir, "trial.function")

@@ -26,7 +26,7 @@ STATUS_STYLE = {
     "RUNNING": "cyan",
     "CANDIDATE": "blue",
     "FAILED": "red",
-    "EARLY_STOPPED": "yellow",
+    "EARLY_STOPPED": "cyan",
     "ABANDONED": "magenta",
     "STOPPED": "yellow",
 }
@@ -42,6 +42,15 @@ def _fmt(v: Any) -> str:
             return str(int(v))
         return f"{v:.4g}"
     return escape(str(v))
+
+
+def _duration(seconds: float) -> str:
+    seconds = float(seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -82,6 +91,9 @@ def status_panel(v: dict[str, Any]) -> None:
         f"constraints  {escape(', '.join(v['constraints'])) or '-'}",
         f"hypervolume  {v['hypervolume']:.6g}  (Pareto front: {v['pareto_size']} trials)",
         f"mean trial   {v['mean_trial_seconds']}s" if v["mean_trial_seconds"] else "mean trial   -",
+        *([f"early stop   {v['early_stopping']['trials_stopped']} trials stopped on "
+           f"{escape(str(v['early_stopping']['metric'] or 'the first objective with a curve'))}, ~{_duration(v['early_stopping']['seconds_saved'])} "
+           "of trial time saved"] if v.get("early_stopping") else []),
         f"scheduler    {escape(v['scheduler'])}",
         f"trial files  {escape(v['work_dir'])}",
         f"database     {escape(v['database'])}",
@@ -164,6 +176,13 @@ def pareto_table(v: dict[str, Any]) -> None:
     console.print(f"hypervolume {v['hypervolume']:.6g} w.r.t. reference point {ref}{escape(note)}")
 
 
+def _early_stopping_line(es: dict[str, Any]) -> str:
+    unit = "epochs" if es["progress"] == "points" else "steps"
+    return (f"early stop  on {escape(str(es['metric'] or 'the first objective with a curve'))} once {es['min_completed']} trials completed, "
+            f"from {es['min_progress']} {unit} and {es['min_fraction']:g} of a trial "
+            f"(x{es['reduced_precision_grace']:g} for bf16/fp16)")
+
+
 def dryrun_panel(plan: dict[str, Any]) -> None:
     first = plan["first_trial"]
     console.print(
@@ -177,6 +196,7 @@ def dryrun_panel(plan: dict[str, Any]) -> None:
                     + ", ".join(f"{escape(k)}={_fmt(x)}" for k, x in first["parameters"].items()),
                     "command     " + escape(" ".join(plan["command"])),
                     "env         " + escape(" ".join(f"{k}={x}" for k, x in plan["env"].items())),
+                    *([_early_stopping_line(plan["early_stopping"])] if plan.get("early_stopping") else []),
                 ]
             ),
             title="dry run: nothing was started",
@@ -217,6 +237,8 @@ def summary_dict(s: Any) -> dict[str, Any]:
         "generation_s_max": gen[-1] if gen else None,
         "reattached": s.reattached,
         "left_running": s.left_running,
+        "early_stopped": s.counts.get("EARLY_STOPPED", 0),
+        "seconds_saved": round(s.seconds_saved, 1),
     }
 
 
@@ -227,6 +249,9 @@ def run_report(s: Any, view: dict[str, Any], db: str) -> None:
         + (f": {escape(s.reason)}" if s.reason else "")
         + f" in {s.elapsed:.0f}s ({_counts(s.counts)})"
     )
+    if s.counts.get("EARLY_STOPPED", 0):
+        console.print(f"early stopping: {s.counts['EARLY_STOPPED']} trials stopped, "
+                      f"~{_duration(s.seconds_saved)} of trial time saved (estimate; see README)")
     if s.left_running:
         console.print(f"{s.left_running} trials are still running; `nasctl resume {escape(s.experiment)}` "
                       "re-attaches them (`nasctl stop --cancel` cancels them)")

@@ -1,7 +1,7 @@
 """Candidate generation off the loop's critical path.
 
 `CandidateGenerator` owns the optimizer on one worker thread. The loop sends it
-messages (a trial completed, failed, was abandoned; please propose n) and
+messages (a trial completed, failed, was abandoned or early-stopped; please propose n) and
 collects proposals without blocking, so polling, metric collection and
 dispatch go on while the model fits. Messages are applied in the order they
 were sent, and every outcome sent before a request is applied before that
@@ -26,6 +26,7 @@ class Optimizer(Protocol):
     def complete(self, index: int, values: Mapping[str, float]) -> None: ...
     def fail(self, index: int, reason: str | None = None) -> None: ...
     def abandon(self, index: int) -> None: ...
+    def early_stop(self, index: int, values: Mapping[str, float] | None) -> None: ...
     def attach(self, parameters: Mapping[str, Any]) -> int: ...
     def generate(self, n: int) -> list[Candidate]: ...
 
@@ -73,6 +74,9 @@ class CandidateGenerator:
 
     def abandon(self, index: int) -> None:
         self._inbox.put(("abandon", (index,)))
+
+    def early_stop(self, index: int, values: Mapping[str, float] | None) -> None:
+        self._inbox.put(("early_stop", (index, None if values is None else dict(values))))
 
     def attach(self, parameters: Mapping[str, Any]) -> None:
         self._inbox.put(("attach", (dict(parameters),)))
@@ -137,6 +141,8 @@ class CandidateGenerator:
                     opt.fail(*args)
                 elif kind == "abandon":
                     opt.abandon(*args)
+                elif kind == "early_stop":
+                    opt.early_stop(*args)
                 elif kind == "attach":
                     opt.attach(*args)
                 elif kind == "generate":

@@ -19,7 +19,8 @@ computed: one while proposals are quick next to trials, more (up to
 `parallelism`, asked for in one batch) when they are not. Trial failures (non-zero exit,
 missing or NaN metric, corrupt log, timeout) make the trial FAILED with its
 reason and log tail; the experiment ends FAILED once `budget.max_failures` is
-exceeded.
+exceeded. With `early_stopping` in the spec, running trials are judged on their
+curves after every metrics read and hopeless ones end EARLY_STOPPED.
 """
 
 from __future__ import annotations
@@ -44,9 +45,16 @@ from nasctl.errors import MetricsError, RunnerError
 from nasctl.metrics import MetricSummary
 from nasctl.metrics.tensorboard import TensorBoardReader
 from nasctl.orchestration import failpoints
+from nasctl.orchestration.early_stopping import (
+    EARLY_STOPPED_EVENT,
+    EarlyStopper,
+    seconds_saved,
+    stop_records,
+)
 from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.pareto import compute_front
 from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
+from nasctl.runners.components import component_job, resolve_component_name
 from nasctl.search_spaces import get_search_space
 from nasctl.search_spaces.function import FUNCTION_ENTRY_MODULE
 from nasctl.spec import ExperimentSpec
@@ -104,22 +112,38 @@ def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: i
     elif spec.trial.function:
         # one JSON argument keeps every value's type exact (a choice "1" stays a string)
         args = ["-m", FUNCTION_ENTRY_MODULE, spec.trial.function, "--parameters", json.dumps(active)]
+    elif spec.trial.component:
+        return _component_request(spec, experiment, index, tdir, tb, active)
     else:
         assert spec.trial.script is not None
         args = [spec.trial.script, *argv]
-    threads = str(spec.trial.resources.cpu)
+    env = _trial_env(experiment, index, tb, spec.trial.resources.cpu, spec.trial.code_dir)
+    r = spec.trial.resources
+    return JobRequest(job_name(experiment, index), sys.executable, args, env, tdir, r.cpu, r.mem_mb, r.gpu)
+
+
+def _trial_env(experiment: str, index: int, tb: str, cpu: int, code_dir: str | None) -> dict[str, str]:
     env = {
         "NASCTL_EXPERIMENT": experiment,
         "NASCTL_TRIAL_ID": str(index),
         "NASCTL_LOG_DIR": tb,
-        "OMP_NUM_THREADS": threads,
-        "MKL_NUM_THREADS": threads,
+        "OMP_NUM_THREADS": str(cpu),
+        "MKL_NUM_THREADS": str(cpu),
         "PYTHONUNBUFFERED": "1",
     }
-    if spec.trial.code_dir:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (spec.trial.code_dir, os.environ.get("PYTHONPATH")) if p)
-    r = spec.trial.resources
-    return JobRequest(job_name(experiment, index), sys.executable, args, env, tdir, r.cpu, r.mem_mb, r.gpu)
+    if code_dir:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (code_dir, os.environ.get("PYTHONPATH")) if p)
+    return env
+
+
+def _component_request(spec: ExperimentSpec, experiment: str, index: int, tdir: str, tb: str,
+                       values: Mapping[str, ParamValue]) -> JobRequest:
+    """The job a TorchX component describes for this trial; its role's resources apply."""
+    assert spec.trial.component is not None
+    target = resolve_component_name(spec.trial.component, spec.trial.code_dir)
+    job = component_job(target, values, tb, index)
+    env = {**job.env, **_trial_env(experiment, index, tb, job.cpu, spec.trial.code_dir)}
+    return JobRequest(job_name(experiment, index), job.entrypoint, job.args, env, tdir, job.cpu, job.mem_mb, job.gpu)
 
 
 @dataclass
@@ -162,6 +186,7 @@ class RunSummary:
     generation_seconds: list[float]
     reattached: int = 0
     left_running: int = 0
+    seconds_saved: float = 0.0  # estimated trial time saved by early stopping (whole experiment)
 
 
 class _Stop(Exception):
@@ -239,6 +264,8 @@ class Orchestrator:
         self._last_event_id = 0
         self._reattached = 0
         self._t0 = time.monotonic()
+        self._stopper = EarlyStopper(spec) if spec.early_stopping is not None else None
+        self._saved = 0.0
 
     # --- public ----------------------------------------------------------------
     def request_stop(self, reason: str = "stopped by user", cancel: bool = False) -> None:
@@ -272,6 +299,7 @@ class Orchestrator:
                 changed = self._poll_jobs()
                 if now - last_metrics >= self.metrics_interval:
                     self._read_running_metrics()
+                    self._early_stop()
                     last_metrics = now
                 self._enforce_timeouts()
                 failures = self._counts[TrialStatus.FAILED.value]
@@ -320,6 +348,7 @@ class Orchestrator:
         return RunSummary(
             self.exp.name, status, reason, dict(self._counts), self._hv, list(self._front),
             time.monotonic() - self._t0, list(self._gen_times), self._reattached, len(self._running),
+            self._saved,
         )
 
     def _close(self, status: ExperimentStatus, reason: str | None) -> None:
@@ -336,12 +365,21 @@ class Orchestrator:
 
     # --- resume --------------------------------------------------------------------
     def _load_existing(self) -> None:
+        stopped = []
         for t in self.store.list_trials(self.exp.id):
             self._created += 1
             if t.status.is_terminal:
                 self._counts[t.status.value] += 1
                 if t.status == TrialStatus.COMPLETED:
                     self._completed.append((t.index, dict(t.values)))
+                    if self._stopper is not None:
+                        self._stopper.track(t.index, t.parameters)
+                        wanted = self._stopper.curve_metrics
+                        obs = self.store.observations(t.id, wanted[0] if len(wanted) == 1 else None)
+                        self._stopper.observe(t.index, [o for o in obs if o.metric in wanted])
+                        self._stopper.complete(t.index, t.values)
+                elif t.status == TrialStatus.EARLY_STOPPED:
+                    stopped.append(t.index)
             elif t.status == TrialStatus.RUNNING:
                 self._attach_running(t, SubmittedJob(t.job_handle or "", dict(t.runner_metadata)))
             else:  # CANDIDATE: submitted before a crash, or not?
@@ -354,6 +392,9 @@ class Orchestrator:
                 else:
                     self._counts[TrialStatus.CANDIDATE.value] += 1
                     self._ready.append(t)
+        if stopped:
+            events = self.store.events(self.exp.id, limit=1_000_000, kinds=[EARLY_STOPPED_EVENT])
+            self._saved = seconds_saved(stop_records(events, stopped))
         self._update_front()
         if self._created:
             self.store.add_event(
@@ -370,6 +411,9 @@ class Orchestrator:
         )
         self._counts[TrialStatus.RUNNING.value] += 1
         self._reattached += 1
+        if self._stopper is not None:
+            self._stopper.track(t.index, t.parameters)
+            self._stopper.observe(t.index, self.store.observations(t.id))
 
     # --- steps -------------------------------------------------------------------
     def _check_requests(self) -> None:
@@ -457,6 +501,8 @@ class Orchestrator:
             self._counts[TrialStatus.RUNNING.value] += 1
             tb = request.env["NASCTL_LOG_DIR"]
             self._running[rec.index] = _Running(rec, job, TensorBoardReader(tb), MetricSummary(), _epoch(rec))
+            if self._stopper is not None:
+                self._stopper.track(rec.index, rec.parameters)
 
     def _poll_jobs(self) -> bool:
         if not self._running:
@@ -496,10 +542,45 @@ class Orchestrator:
         if new:
             run.summary.update(new)
             self.store.add_observations(run.trial.id, new, reader_state=self._reader_state(run))
+            if self._stopper is not None:
+                self._stopper.observe(run.trial.index, new)
 
     @staticmethod
     def _reader_state(run: _Running) -> dict[str, Any]:
         return {**run.reader.state, "summary": run.summary.state}
+
+    def _early_stop(self) -> None:
+        """Stop running trials that cannot reach the Pareto front (nasctl/orchestration/early_stopping.py).
+
+        The decision is recorded as an event first (with the step, the
+        dominating trials and the estimated time saved), then the job is
+        cancelled and the trial finished EARLY_STOPPED with its partial values;
+        its curves stay in the store. A crash in between leaves it RUNNING, and
+        the resumed loop judges it again from the same stored curves.
+        """
+        if self._stopper is None:
+            return
+        now = time.time()
+        for index, run in list(self._running.items()):
+            decision = self._stopper.judge(index, now - run.started)
+            if decision is None:
+                continue
+            self.store.add_event(self.exp.id, EARLY_STOPPED_EVENT, f"trial {index} {decision.reason}",
+                                 trial_index=index, data=decision.event_data())
+            self._cancel_quietly(run)
+            self._saved += decision.seconds_saved
+            self._end_running(index, TrialStatus.EARLY_STOPPED, decision.reason, self._partial_values(run),
+                              stopped_values=decision.projected)
+
+    def _partial_values(self, run: _Running) -> dict[str, float]:
+        """Each logged metric's value so far, by the spec's rule (last or best)."""
+        values: dict[str, float] = {}
+        for m in run.summary.metrics:
+            obj = self.spec.objectives.get(m)
+            v = run.summary.value(m, obj.value if obj else "last", obj.maximize if obj else True)
+            if v is not None and math.isfinite(v):
+                values[m] = v
+        return values
 
     def _enforce_timeouts(self) -> None:
         limit = self.spec.budget.trial_timeout
@@ -519,6 +600,8 @@ class Orchestrator:
             self._end_running(index, TrialStatus.FAILED, str(e))
             return
         run.summary.update(new)
+        if self._stopper is not None:
+            self._stopper.observe(run.trial.index, new)
         state = self._reader_state(run)
         values: dict[str, float] = {}
         for m in run.summary.metrics:
@@ -538,27 +621,35 @@ class Orchestrator:
             else:
                 values[m] = v
         if problems:
-            self._end_running(index, TrialStatus.FAILED, "; ".join(problems), values, new, state)
+            self._end_running(index, TrialStatus.FAILED, "; ".join(problems), values,
+                              observations=new, reader_state=state)
         else:
-            self._end_running(index, TrialStatus.COMPLETED, None, values, new, state)
+            self._end_running(index, TrialStatus.COMPLETED, None, values, observations=new, reader_state=state)
 
     def _end_running(self, index: int, status: TrialStatus, reason: str | None,
-                     values: dict[str, float] | None = None, observations: Sequence[Observation] = (),
-                     reader_state: dict[str, Any] | None = None) -> None:
+                     values: dict[str, float] | None = None, stopped_values: dict[str, float] | None = None,
+                     observations: Sequence[Observation] = (), reader_state: dict[str, Any] | None = None) -> None:
         run = self._running.pop(index)
         self._counts[TrialStatus.RUNNING.value] -= 1
         tail = None
         if status != TrialStatus.COMPLETED:
             tail = self.runner.log_tail(run.job, LOG_TAIL_LINES)
-        self._finish(run.trial, status, reason=reason, values=values, log_tail=tail,
+        self._finish(run.trial, status, reason=reason, values=values, log_tail=tail, stopped_values=stopped_values,
                      observations=observations, reader_state=reader_state)
 
     def _finish(self, rec: TrialRecord, status: TrialStatus, *, reason: str | None = None,
                 values: dict[str, float] | None = None, log_tail: str | None = None,
-                observations: Sequence[Observation] = (), reader_state: dict[str, Any] | None = None) -> None:
+                stopped_values: dict[str, float] | None = None, observations: Sequence[Observation] = (),
+                reader_state: dict[str, Any] | None = None) -> None:
         self.store.finish_trial(rec.id, status, values, reason, log_tail, observations, reader_state)
         failpoints.hit("after_finish_trial")
         self._counts[status.value] += 1
+        if self._stopper is not None:
+            if status == TrialStatus.COMPLETED:
+                assert values is not None
+                self._stopper.complete(rec.index, values)
+            else:
+                self._stopper.forget(rec.index)
         if status == TrialStatus.COMPLETED:
             assert values is not None
             self.gen.complete(rec.index, values)
@@ -569,6 +660,9 @@ class Orchestrator:
         elif status == TrialStatus.FAILED:
             self.gen.fail(rec.index, reason)
             self._note(f"trial {rec.index} failed: {reason}")
+        elif status == TrialStatus.EARLY_STOPPED:
+            self.gen.early_stop(rec.index, stopped_values)
+            self._note(f"trial {rec.index} {reason}")
         else:
             self.gen.abandon(rec.index)
 

@@ -36,6 +36,7 @@ class RestoredTrial:
     status: str
     method: str
     values: Mapping[str, float]
+    stopped_values: Mapping[str, float] | None = None  # what the optimizer was told for an EARLY_STOPPED trial
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,21 @@ class AxOptimizer:
     def abandon(self, index: int) -> None:
         self.client.mark_trial_abandoned(index)
 
+    def early_stop(self, index: int, values: Mapping[str, float] | None) -> None:
+        """An early-stopped trial. `values` are the optimistic final values it was
+        judged by (see nasctl/orchestration/early_stopping.py). When they cover
+        every metric, the model learns them (Ax EARLY_STOPPED with that data):
+        they say "at best this good, and still dominated" without the bias that
+        partial, mid-training values would bring. Otherwise (an objective was
+        not known yet) the trial is abandoned: the model learns nothing from it,
+        and Ax does not propose it again."""
+        raw = self._raw(values or {})
+        if len(raw) == len(self.names):
+            self.client.attach_data(index, raw_data=raw)
+            self.client.mark_trial_early_stopped(index)
+        else:
+            self.client.mark_trial_abandoned(index)
+
     def attach(self, parameters: Mapping[str, ParamValue]) -> int:
         """Add a trial proposed earlier (on resume); it stays pending until completed/failed."""
         tunable = {k: v for k, v in parameters.items() if k in self.spec.tunable}
@@ -242,7 +258,9 @@ class AxOptimizer:
                 self.complete(t.index, t.values)
             elif t.status == "FAILED":
                 self.fail(t.index, "failed before resume")
-            elif t.status in ("ABANDONED", "EARLY_STOPPED"):
+            elif t.status == "EARLY_STOPPED":
+                self.early_stop(t.index, t.stopped_values)
+            elif t.status == "ABANDONED":
                 self.abandon(t.index)
 
     # --- proposing ----------------------------------------------------------

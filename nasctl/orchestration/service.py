@@ -19,6 +19,7 @@ from typing import Any
 from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError
 from nasctl.pareto import compute_front
 from nasctl.runners import get_runner
+from nasctl.runners.components import check_component, resolve_component_name
 from nasctl.search_spaces import get_search_space
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store
@@ -60,6 +61,9 @@ def check_spec_runnable(spec: ExperimentSpec) -> None:
                 f"search space {space.name} does not log metrics {missing}",
                 f"it logs: {', '.join(space.metrics)}",
             )
+    if spec.trial.component:
+        target = resolve_component_name(spec.trial.component, spec.trial.code_dir)
+        check_component(target, [*spec.search_space, *spec.trial.args])
     if spec.runner.scheduler == "inprocess" and not spec.trial.function:
         raise BadInputError("runner.scheduler inprocess runs only trial.function trials",
                             "set trial.function, or use runner.scheduler local_cwd")
@@ -90,6 +94,8 @@ def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
         "request": runner.dryrun(request),
         "budget": spec.budget.model_dump(),
         "initial_trials": spec.initial_trials,
+        "early_stopping": None if spec.early_stopping is None
+        else spec.early_stopping.model_dump(),
     }
 
 
@@ -165,6 +171,7 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
 
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
     existing = store.list_trials(exp.id)
+    stopped = _stop_records(store, exp, existing)
     if (len(spec.objectives) > 1 and spec.optimizer.method != "sobol"
             and spec.budget.max_trials > spec.initial_trials):
         prebuild_extension()
@@ -173,7 +180,8 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
         opt = AxOptimizer(spec)
         # The loop may re-attach CANDIDATE trials as RUNNING; for the optimizer
         # both are pending, so the stored statuses are all it needs.
-        opt.restore([RestoredTrial(t.index, t.parameters, t.status.value, t.generation_method, t.values)
+        opt.restore([RestoredTrial(t.index, t.parameters, t.status.value, t.generation_method, t.values,
+                                   _projected(stopped.get(t.index)))
                      for t in existing])
         return opt
 
@@ -181,6 +189,49 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
     orch = Orchestrator(store, exp, spec, runner, gen, on_progress=on_progress, poll_interval=poll_interval)
     install_signal_handlers(orch)
     return orch.run()
+
+
+def _stop_records(store: Store, exp: ExperimentRecord, trials: list[TrialRecord]) -> dict[int, dict[str, Any]]:
+    """The recorded stop decision of every EARLY_STOPPED trial, by trial index."""
+    from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT, stop_records
+
+    stopped = [t.index for t in trials if t.status == TrialStatus.EARLY_STOPPED]
+    if not stopped:
+        return {}
+    return stop_records(store.events(exp.id, limit=1_000_000, kinds=[EARLY_STOPPED_EVENT]), stopped)
+
+
+def _projected(record: dict[str, Any] | None) -> dict[str, float] | None:
+    """The optimistic values an early-stopped trial was judged by (what the optimizer learns)."""
+    projected = (record or {}).get("projected")
+    if not isinstance(projected, dict):
+        return None
+    return {str(k): float(v) for k, v in projected.items() if isinstance(v, (int, float))}
+
+
+def _watched(spec: ExperimentSpec, records: dict[int, dict[str, Any]]) -> str | None:
+    """The metric early stopping watches: the spec's, else the one the latest stop was decided on."""
+    if spec.early_stopping is not None and spec.early_stopping.metric:
+        return spec.early_stopping.metric
+    metrics = [str(r["metric"]) for _, r in sorted(records.items()) if r.get("metric")]
+    return metrics[-1] if metrics else None
+
+
+def early_stopping_view(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
+                        trials: list[TrialRecord]) -> dict[str, Any] | None:
+    """Trials stopped early and the estimated trial time saved (None without early stopping)."""
+    from nasctl.orchestration.early_stopping import seconds_saved
+
+    records = _stop_records(store, exp, trials)
+    stopped = [t.index for t in trials if t.status == TrialStatus.EARLY_STOPPED]
+    if spec.early_stopping is None and not stopped:
+        return None
+    return {
+        "metric": _watched(spec, records),
+        "trials_stopped": len(stopped),
+        "seconds_saved": round(seconds_saved(records), 1),
+        "stopped": stopped,
+    }
 
 
 def resume_plan(store: Store, name: str) -> dict[str, Any]:
@@ -295,6 +346,7 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
         "hypervolume": res.hypervolume,
         "pareto_size": len(res.indices),
         "mean_trial_seconds": round(sum(durations) / len(durations), 3) if durations else None,
+        "early_stopping": early_stopping_view(store, exp, spec, trials),
         "lease_owner": exp.lease_owner,
         "orchestrator_alive": _orchestrator_alive(exp),
     }

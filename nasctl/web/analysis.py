@@ -42,6 +42,7 @@ class ExperimentAnalysis:
     front: FrontResult
     hv_history: list[tuple[int, float]]
     counts: dict[str, int] = field(default_factory=dict)
+    seconds_saved: float = 0.0  # estimated trial time saved by early stopping
     rows: list[tuple[int, str, dict[str, float]]] = field(default_factory=list, repr=False)
 
     @property
@@ -82,6 +83,13 @@ def analyze(
         counts[st] = counts.get(st, 0) + 1
     done = [(i, v) for i, st, v in rows if st == TrialStatus.COMPLETED.value]
     front = compute_front(done, spec.objectives, spec.parsed_constraints)
+    stopped = [i for i, st, _ in rows if st == TrialStatus.EARLY_STOPPED.value]
+    saved = 0.0
+    if stopped:
+        from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT, seconds_saved, stop_records
+
+        events = store.events(experiment.id, limit=1_000_000, kinds=[EARLY_STOPPED_EVENT])
+        saved = seconds_saved(stop_records(events, stopped))
     history = hypervolume_history(done, spec.objectives, spec.parsed_constraints, max_points=HISTORY_POINTS,
                                   reference=front.reference)
     return ExperimentAnalysis(
@@ -94,6 +102,7 @@ def analyze(
         front=front,
         hv_history=history,
         counts=counts,
+        seconds_saved=saved,
         rows=rows,
     )
 

@@ -67,6 +67,9 @@ def experiment_summary(a: ExperimentAnalysis) -> dict[str, Any]:
         "inferred_reference": list(a.front.inferred_reference),
         "pareto_size": len(a.front.indices),
         "feasible": len(a.front.feasible),
+        "early_stopping": None if spec.early_stopping is None and not a.counts.get(TrialStatus.EARLY_STOPPED.value)
+        else {"metric": spec.early_stopping.metric if spec.early_stopping else None, "trials_stopped": a.counts.get(TrialStatus.EARLY_STOPPED.value, 0),
+              "seconds_saved": num(round(a.seconds_saved, 1))},
         "lease_owner": e.lease_owner,
         "cursor": a.cursor,
     }
@@ -84,8 +87,9 @@ def points(a: ExperimentAnalysis) -> dict[str, Any]:
 
     `category[k]` is "front" (non-dominated among feasible completed trials, over
     all objectives), "dominated", "infeasible" (completed but violating a
-    constraint or beyond an objective's threshold), "failed", or "pending"
-    (candidate or running).
+    constraint or beyond an objective's threshold), "early_stopped" (stopped on
+    its learning curve; its values are partial), "failed" (failed or abandoned),
+    or "pending" (candidate or running).
     """
     front = set(a.front.indices)
     feasible = set(a.front.feasible)
@@ -93,6 +97,8 @@ def points(a: ExperimentAnalysis) -> dict[str, Any]:
     for i, st in zip(a.indices, a.statuses):
         if st == TrialStatus.COMPLETED.value:
             category.append("front" if i in front else "dominated" if i in feasible else "infeasible")
+        elif st == TrialStatus.EARLY_STOPPED.value:
+            category.append("early_stopped")
         elif st in TERMINAL:
             category.append("failed")
         else:

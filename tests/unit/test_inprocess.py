@@ -8,7 +8,6 @@ import json
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,10 @@ import pytest
 from nasctl.errors import RunnerError, SpecError
 from nasctl.metrics.tensorboard import read_scalars
 from nasctl.orchestration.loop import build_request
-from nasctl.runners import JobRequest, JobState, Runner, SubmittedJob, get_runner
+from nasctl.runners import JobRequest, JobState, SubmittedJob, get_runner
 from nasctl.spec import load_spec, parse_spec
 from tests.conftest import run_cli
+from tests.unit.test_runner_contract import wait_terminal
 
 FUNCS = '''
 import threading, time
@@ -56,16 +56,6 @@ def _request(tmp_path: Path, name: str, target: str, params: dict[str, object]) 
     )
 
 
-def _wait(runner: Runner, job: SubmittedJob, timeout: float = 30) -> JobState:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        st = runner.status([job])[job.handle]
-        if st.state.is_terminal:
-            return st.state
-        time.sleep(0.02)
-    raise AssertionError(f"{job.handle} did not finish")
-
-
 def test_contract_submit_poll_logs_and_json_only(tmp_path: Path, funcs: str) -> None:
     runner = get_runner("inprocess")
     ok = runner.submit(_request(tmp_path, "ok", f"{funcs}:square", {"x": 0.75, "label": "ab"}))
@@ -73,9 +63,9 @@ def test_contract_submit_poll_logs_and_json_only(tmp_path: Path, funcs: str) -> 
     wrong = runner.submit(_request(tmp_path, "wrong", f"{funcs}:not_a_dict", {"x": 3}))
     for job in (ok, bad, wrong):
         assert json.loads(json.dumps(job.metadata)) == job.metadata
-    assert _wait(runner, ok) == JobState.SUCCEEDED
-    assert _wait(runner, bad) == JobState.FAILED
-    assert _wait(runner, wrong) == JobState.FAILED
+    assert wait_terminal(runner, ok) == JobState.SUCCEEDED
+    assert wait_terminal(runner, bad) == JobState.FAILED
+    assert wait_terminal(runner, wrong) == JobState.FAILED
     assert "ValueError: bad point 3" in runner.log_tail(bad)
     assert "returned list" in runner.status([wrong])[wrong.handle].message  # type: ignore[operator]
     # the metrics are real TensorBoard events, read like any trial's
@@ -156,6 +146,7 @@ def test_function_spec_validation(tmp_path: Path, funcs: str) -> None:
     assert req.env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("scheduler", ["inprocess", "local_cwd"])
 def test_function_experiment_end_to_end(tmp_path: Path, funcs: str, scheduler: str) -> None:
     """The same spec through the real loop, in the orchestrator's process and as

@@ -89,3 +89,41 @@ print("method", c.method)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "method MBM" in proc.stdout
+
+
+def test_early_stopped_trials_teach_the_model_their_optimistic_values() -> None:
+    """With every metric known, an early-stopped trial reaches Ax as EARLY_STOPPED with
+    the values it was judged by, and the model fits with it; otherwise it is abandoned.
+    A restored optimizer ends in the same state."""
+    from ax.core.base_trial import TrialStatus as AxStatus
+
+    from nasctl.orchestration.optimizer import RestoredTrial
+
+    spec = parse_spec(SPEC.replace("initial_trials: 6", "initial_trials: 4").replace("max_trials: 6", "max_trials: 8"))
+    opt = AxOptimizer(spec)
+    cands = opt.generate(4)
+    outcomes = [(0.9, 1000.0), (0.7, 500.0), (0.8, 2000.0), (0.6, 300.0)]
+    for k, (acc, size) in enumerate(outcomes):
+        opt.complete(k, {"val/acc": acc, "size": size, "latency-ms": 1.0})
+    while len(cands) < 6:  # the model may hand out fewer than asked for
+        cands += opt.generate(6 - len(cands))
+    opt.early_stop(4, {"val/acc": 0.55, "size": 3000.0, "latency-ms": 2.0})
+    opt.early_stop(5, {"val/acc": 0.55})  # size unknown when it was stopped
+    trials = opt.client._experiment.trials  # noqa: SLF001
+    assert trials[4].status == AxStatus.EARLY_STOPPED and trials[5].status == AxStatus.ABANDONED
+    data = opt.client._experiment.lookup_data().df  # noqa: SLF001
+    row = data[(data.trial_index == 4) & (data.metric_name == "val_acc")]
+    assert list(row["mean"]) == [0.55]
+    assert 5 not in set(data.trial_index)
+    nxt = opt.generate(1)  # the model fits with the early-stopped trial's data
+    assert [c.index for c in nxt] == [6] and nxt[0].method not in ("Sobol", "CenterOfSearchSpace")
+
+    restored = AxOptimizer(spec)
+    stored = [RestoredTrial(k, cands[k].parameters, "COMPLETED", cands[k].method,
+                            {"val/acc": a, "size": s, "latency-ms": 1.0}) for k, (a, s) in enumerate(outcomes)]
+    stored += [RestoredTrial(4, cands[4].parameters, "EARLY_STOPPED", cands[4].method, {"val/acc": 0.31},
+                             {"val/acc": 0.55, "size": 3000.0, "latency-ms": 2.0}),
+               RestoredTrial(5, cands[5].parameters, "EARLY_STOPPED", cands[5].method, {"val/acc": 0.2}, None)]
+    restored.restore(stored)
+    again = restored.client._experiment.trials  # noqa: SLF001
+    assert again[4].status == AxStatus.EARLY_STOPPED and again[5].status == AxStatus.ABANDONED

@@ -123,9 +123,38 @@ def test_hostile_yaml() -> None:
     assert "finite" in _err(BASE.replace("threshold: 0.8", "threshold: 1e999"))
 
 
-def test_early_stopping_refused_until_supported() -> None:
-    assert "early stopping is not available" in _err(BASE + "early_stopping: {patience: 3}\n")
+def test_early_stopping_section() -> None:
     assert parse_spec(BASE + "early_stopping: null\n").early_stopping is None
+    spec = parse_spec(BASE + "early_stopping: {}\n")
+    es = spec.early_stopping
+    assert es is not None and es.metric is None  # chosen from the curves (see test_early_stopping.py)
+    assert (es.progress, es.min_progress, es.min_fraction, es.min_completed, es.margin) == ("points", 2, 0.25, 3, 0.0)
+    spec = parse_spec(BASE + "early_stopping: {metric: num_params, progress: steps, min_progress: 100, "
+                             "min_fraction: 0.5, min_completed: 5, margin: 0.02, reduced_precision_grace: 3}\n")
+    assert spec.early_stopping is not None
+    assert spec.early_stopping.metric == "num_params" and spec.early_stopping.progress == "steps"
+    example = load_spec(ROOT / "examples" / "digits_mlp_early_stopping.yaml")
+    assert example.early_stopping is not None and example.early_stopping.metric == "val_acc"
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        ("{patience: 3}", "early_stopping.patience: unknown key"),
+        ("{metric: val_loss}", "early_stopping.metric 'val_loss' is not an objective; use one of"),
+        ("{min_fraction: 2}", "early_stopping.min_fraction: Input should be less than or equal to 1"),
+        ("{min_completed: 0}", "early_stopping.min_completed: Input should be greater than or equal to 1"),
+        ("{margin: -0.1}", "early_stopping.margin: Input should be greater than or equal to 0"),
+        ("{progress: epochs}", "early_stopping.progress: Input should be 'points' or 'steps'"),
+        ("{reduced_precision_grace: 0.5}", "early_stopping.reduced_precision_grace: Input should be greater"),
+        ("true", "early_stopping: must be null or a mapping"),
+        ("[val_acc]", "early_stopping: must be null or a mapping"),
+    ],
+)
+def test_early_stopping_errors_are_one_line(section: str, expected: str) -> None:
+    msg = _err(BASE + f"early_stopping: {section}\n")
+    assert expected in msg, msg
+    assert "\n" not in msg
 
 
 def test_script_path_resolved_relative_to_spec(tmp_path: Path) -> None:

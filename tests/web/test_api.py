@@ -200,3 +200,27 @@ def test_pages_and_plotly_are_served_from_the_package(client: TestClient) -> Non
     assert client.get("/static/../store/store.py").status_code == 404
     assert client.get("/static/nope.js").status_code == 404
     assert "/api/experiments/{name}/trials" in client.get("/openapi.json").json()["paths"]
+
+
+def test_early_stopped_trials_are_their_own_state(tmp_path: Path) -> None:
+    """EARLY_STOPPED is counted, categorised and summarised on its own (not as failed)."""
+    store = Store(f"sqlite:///{tmp_path / 'es.db'}", create=True)
+    exp = add_synthetic(store, "es", 8)
+    t = store.add_trial(exp.id, 8, {"x": 0.1, "act": "relu"}, "Sobol", "es-8", "")
+    store.mark_trial_running(t.id, "local_cwd://synthetic/es-8", "local_cwd", {})
+    store.add_event(exp.id, "early_stopped", "trial 8 early stopped at step 2", trial_index=8,
+                    data={"step": 2, "dominated_by": [1], "seconds_saved": 12.5})
+    store.finish_trial(t.id, TrialStatus.EARLY_STOPPED, {"acc": 0.02, "size": 11.0, "lat": 1.0},
+                       "early stopped at step 2 (epoch 2 of 3): ...; dominated by trial 1")
+    c = TestClient(create_app(store))
+    s = c.get("/api/experiments/es").json()
+    assert s["trials"]["EARLY_STOPPED"] == 1 and s["trials"]["FAILED"] == 1
+    assert s["early_stopping"] == {"metric": None, "trials_stopped": 1, "seconds_saved": 12.5}
+    p = c.get("/api/experiments/es/points").json()
+    assert p["category"][p["index"].index(8)] == "early_stopped"
+    assert p["category"][p["index"].index(3)] == "failed"
+    assert 8 not in p["front"]
+    rows = c.get("/api/experiments/es/trials", params={"status": "EARLY_STOPPED"}).json()["trials"]
+    assert [r["index"] for r in rows] == [8] and "dominated by trial 1" in rows[0]["failure_reason"]
+    status = status_view(store, "es")
+    assert status["early_stopping"]["trials_stopped"] == 1 and status["early_stopping"]["seconds_saved"] == 12.5

@@ -150,6 +150,10 @@ function renderSummary(s) {
     card("objectives", s.objectives.map((o) => o.name + " (" + (o.goal === "maximize" ? "max" : "min") + ")").join(", ")),
   ];
   if (s.constraints.length) cards.push(card("constraints", s.constraints.join(", ")));
+  if (s.early_stopping) {
+    const es = s.early_stopping;
+    cards.push(card("early stopping", es.trials_stopped + " stopped on " + (es.metric || "the first objective with a curve") + ", ~" + fmt(es.seconds_saved) + " s of trial time saved"));
+  }
   if (s.status_reason) cards.push(card("reason", s.status_reason));
   if (!REPORT && !state.readOnly && s.status === "RUNNING") {
     cards.push(card("control", el("button", { class: "danger", type: "button", id: "stop", onclick: stopExperiment, text: "stop experiment" })));
@@ -184,6 +188,7 @@ const CATEGORY = {
   dominated: { name: "dominated", size: 6, opacity: 0.55, byIndex: true, symbol: "circle" },
   front: { name: "Pareto-optimal (all objectives)", size: 11, opacity: 1, byIndex: true, symbol: "circle", line: { width: 1.5, color: "#111" } },
   infeasible: { name: "infeasible", size: 8, opacity: 0.8, color: "#9aa0a6", symbol: "x" },
+  early_stopped: { name: "early-stopped (partial values)", size: 8, opacity: 0.9, color: "#7b4fb8", symbol: "triangle-down-open" },
   failed: { name: "failed", size: 8, opacity: 0.9, color: "#d62728", symbol: "x-thin-open" },
   pending: { name: "running / candidate", size: 8, opacity: 0.9, color: "#ff9f1c", symbol: "diamond-open" },
 };
