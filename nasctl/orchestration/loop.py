@@ -9,7 +9,14 @@ experiment that already has trials resumes it: finished trials are kept,
 running ones re-attached, recorded candidates submitted (once).
 
 Candidate generation runs on the generator's worker thread, so this loop keeps
-polling and dispatching while the model fits. Trial failures (non-zero exit,
+polling and dispatching while the model fits. With more than one worker the
+loop keeps candidates generated ahead of the free slots, so a slot that frees
+is refilled in the same tick instead of waiting for a model fit; an ahead
+candidate was chosen with every running trial as a pending point, and the
+next one is asked for right after, with the finished trial's result. How many
+it keeps ahead covers the slots expected to free while the next proposal is
+computed: one while proposals are quick next to trials, more (up to
+`parallelism`, asked for in one batch) when they are not. Trial failures (non-zero exit,
 missing or NaN metric, corrupt log, timeout) make the trial FAILED with its
 reason and log tail; the experiment ends FAILED once `budget.max_failures` is
 exceeded. With `early_stopping` in the spec, running trials are judged on their
@@ -23,12 +30,13 @@ import math
 import os
 import signal
 import socket
+import statistics
 import sys
 import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timezone
 from typing import Any
@@ -51,7 +59,7 @@ from nasctl.search_spaces import USER_MODEL_MODULE, get_search_space
 from nasctl.search_spaces.function import FUNCTION_ENTRY_MODULE
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store, queries
-from nasctl.types import ExperimentRecord, ExperimentStatus, ParamValue, TrialRecord, TrialStatus
+from nasctl.types import ExperimentRecord, ExperimentStatus, Observation, ParamValue, TrialRecord, TrialStatus
 
 LOG_TAIL_LINES = 40
 LEASE_STALE_SECONDS = 30.0
@@ -243,6 +251,13 @@ class Orchestrator:
         poll_interval: seconds between polls when nothing happens.
         metrics_interval: seconds between incremental reads of running trials' logs.
         on_progress: called with a `Progress` snapshot after every tick.
+        lookahead: candidates kept ready beyond the free slots, once a trial has
+            completed. Default (None) with `budget.parallelism` > 1: enough to
+            cover the slots expected to free during the next proposal,
+            ceil(last proposal's seconds x parallelism / median trial seconds),
+            between 1 and `parallelism`. With one worker it is 0: every proposal
+            should see the result of the trial before it (sequential
+            optimisation), and a look-ahead candidate never would.
     """
 
     def __init__(
@@ -256,6 +271,7 @@ class Orchestrator:
         poll_interval: float = 0.25,
         metrics_interval: float = 2.0,
         on_progress: Callable[[Progress], None] | None = None,
+        lookahead: int | None = None,
     ) -> None:
         self.store = store
         self.exp = experiment
@@ -265,6 +281,8 @@ class Orchestrator:
         self.poll_interval = poll_interval
         self.metrics_interval = metrics_interval
         self.on_progress = on_progress
+        self.lookahead = lookahead
+        self._durations: deque[float] = deque(maxlen=10)  # seconds of the last completed trials
         self.owner = owner_id()
         self._running: dict[int, _Running] = {}
         self._ready: deque[TrialRecord] = deque()
@@ -479,11 +497,26 @@ class Orchestrator:
     def _maybe_request(self) -> None:
         if self.gen.pending_request is not None:
             return
-        free = self.spec.budget.parallelism - len(self._running) - len(self._ready)
+        free = self.spec.budget.parallelism + self._ahead() - len(self._running) - len(self._ready)
         left = self.spec.budget.max_trials - self._created
         n = min(free, left)
         if n > 0:
             self.gen.request(n)
+
+    def _ahead(self) -> int:
+        """How many candidates to keep generated beyond the free slots."""
+        par = self.spec.budget.parallelism
+        if not self._completed:  # before the first result an extra candidate could only be quasi-random
+            return 0
+        if self.lookahead is not None:
+            return self.lookahead
+        if par == 1:
+            return 0
+        if not self._gen_times or not self._durations:
+            return 1
+        trial = statistics.median(self._durations)
+        need = math.ceil(self._gen_times[-1] * par / max(trial, 1e-3))
+        return max(1, min(par, need))
 
     def _dispatch(self) -> None:
         while self._ready and len(self._running) < self.spec.budget.parallelism:
@@ -542,10 +575,13 @@ class Orchestrator:
         new = run.reader.read_new()
         if new:
             run.summary.update(new)
-            self.store.add_observations(run.trial.id, new)
-            self.store.save_reader_state(run.trial.id, {**run.reader.state, "summary": run.summary.state})
+            self.store.add_observations(run.trial.id, new, reader_state=self._reader_state(run))
             if self._stopper is not None:
                 self._stopper.observe(run.trial.index, new)
+
+    @staticmethod
+    def _reader_state(run: _Running) -> dict[str, Any]:
+        return {**run.reader.state, "summary": run.summary.state}
 
     def _early_stop(self) -> None:
         """Stop running trials that cannot reach the Pareto front (nasctl/orchestration/early_stopping.py).
@@ -593,10 +629,14 @@ class Orchestrator:
     def _complete_or_fail(self, index: int) -> None:
         run = self._running[index]
         try:
-            self._read(run)
+            new = run.reader.read_new()  # stored together with the trial's end, in one transaction
         except MetricsError as e:
             self._end_running(index, TrialStatus.FAILED, str(e))
             return
+        run.summary.update(new)
+        if self._stopper is not None:
+            self._stopper.observe(run.trial.index, new)
+        state = self._reader_state(run)
         values: dict[str, float] = {}
         for m in run.summary.metrics:
             v = run.summary.value(m)
@@ -615,12 +655,14 @@ class Orchestrator:
             else:
                 values[m] = v
         if problems:
-            self._end_running(index, TrialStatus.FAILED, "; ".join(problems), values)
+            self._end_running(index, TrialStatus.FAILED, "; ".join(problems), values,
+                              observations=new, reader_state=state)
         else:
-            self._end_running(index, TrialStatus.COMPLETED, None, values)
+            self._end_running(index, TrialStatus.COMPLETED, None, values, observations=new, reader_state=state)
 
     def _end_running(self, index: int, status: TrialStatus, reason: str | None,
-                     values: dict[str, float] | None = None, stopped_values: dict[str, float] | None = None) -> None:
+                     values: dict[str, float] | None = None, stopped_values: dict[str, float] | None = None,
+                     observations: Sequence[Observation] = (), reader_state: dict[str, Any] | None = None) -> None:
         run = self._running.pop(index)
         self._counts[TrialStatus.RUNNING.value] -= 1
         tail = None
@@ -630,12 +672,14 @@ class Orchestrator:
         if problem:
             self.store.add_event(self.exp.id, "warning", problem, trial_index=index)
         self._finish(run.trial, status, reason=reason, values=values, log_tail=tail, stopped_values=stopped_values,
-                     info=info)
+                     info=info, observations=observations, reader_state=reader_state)
 
     def _finish(self, rec: TrialRecord, status: TrialStatus, *, reason: str | None = None,
                 values: dict[str, float] | None = None, log_tail: str | None = None,
-                stopped_values: dict[str, float] | None = None, info: dict[str, Any] | None = None) -> None:
-        self.store.finish_trial(rec.id, status, values, reason, log_tail, info=info)
+                stopped_values: dict[str, float] | None = None, info: dict[str, Any] | None = None,
+                observations: Sequence[Observation] = (), reader_state: dict[str, Any] | None = None) -> None:
+        self.store.finish_trial(rec.id, status, values, reason, log_tail, info=info, observations=observations,
+                                reader_state=reader_state)
         failpoints.hit("after_finish_trial")
         self._counts[status.value] += 1
         if self._stopper is not None:
@@ -647,6 +691,8 @@ class Orchestrator:
         if status == TrialStatus.COMPLETED:
             assert values is not None
             self.gen.complete(rec.index, values)
+            if rec.started_at is not None:
+                self._durations.append(time.time() - _epoch(rec))
             self._completed.append((rec.index, values))
             self._note(f"trial {rec.index} completed: " + _fmt_values(values, self.spec.objectives))
         elif status == TrialStatus.FAILED:

@@ -20,7 +20,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from nasctl.search_spaces.trainer import add_trainer_arguments, check_trainer_arguments, run_trial
+from nasctl.search_spaces.trainer import add_trainer_arguments, check_trainer_arguments, exit_process, run_trial
 
 if TYPE_CHECKING:
     import torch
@@ -106,4 +106,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from typing import TYPE_CHECKING
 
-from nasctl.search_spaces.trainer import add_trainer_arguments, check_trainer_arguments, run_trial
+from nasctl.search_spaces.trainer import add_trainer_arguments, check_trainer_arguments, exit_process, run_trial
 
 if TYPE_CHECKING:
     import torch
@@ -65,4 +64,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

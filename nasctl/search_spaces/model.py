@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from typing import TYPE_CHECKING, Any
 
 from nasctl.errors import TrialSetupError
-from nasctl.search_spaces.trainer import add_trainer_arguments, check_trainer_arguments, run_trial
+from nasctl.search_spaces.trainer import add_trainer_arguments, check_trainer_arguments, exit_process, run_trial
 
 if TYPE_CHECKING:
     import torch
@@ -92,4 +91,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -33,7 +33,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from nasctl.errors import BadInputError, TrialSetupError
 from nasctl.metrics.latency import PRECISIONS
@@ -287,3 +287,17 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
         flush=True,
     )
     return 0
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the trial process at once, skipping the interpreter's shutdown.
+
+    With torch and Lightning loaded that shutdown (module teardown, garbage
+    collection) took 4-6 s here after training had finished: a quarter of a
+    digits trial, during which the worker's slot stays taken. Everything the
+    trial leaves behind is complete by then (the TensorBoard logger was
+    finalized, which closes its event files); only stdout and stderr need a flush.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

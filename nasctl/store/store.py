@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
-from sqlalchemy import create_engine, event, func, select, update
+from sqlalchemy import create_engine, event, func, insert, select, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -111,6 +111,32 @@ def _set_sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
+
+
+def _insert_observations(s: Session, trial_id: int, observations: Sequence[Observation]) -> int:
+    """Add the finite observations whose (metric, step) is not stored yet; returns how many."""
+    rows = [o for o in observations if math.isfinite(o.value)]
+    if not rows:
+        return 0
+    existing = set(
+        s.execute(
+            select(ObservationRow.metric, ObservationRow.step).where(
+                ObservationRow.trial_id == trial_id,
+                ObservationRow.metric.in_({o.metric for o in rows}),
+            )
+        ).all()
+    )
+    fresh: dict[tuple[str, int], Observation] = {}
+    for o in rows:
+        key = (o.metric, o.step)
+        if key not in existing:
+            fresh[key] = o  # a step logged twice keeps its last value
+    if fresh:  # one executemany (the ORM would add a statement per row to fetch ids nobody reads)
+        s.execute(insert(ObservationRow), [
+            {"trial_id": trial_id, "metric": o.metric, "step": o.step, "value": o.value, "wall_time": o.wall_time}
+            for o in fresh.values()
+        ])
+    return len(fresh)
 
 
 class Store:
@@ -408,14 +434,22 @@ class Store:
         failure_reason: str | None = None,
         log_tail: str | None = None,
         info: dict[str, Any] | None = None,
+        observations: Sequence[Observation] = (),
+        reader_state: dict[str, Any] | None = None,
     ) -> TrialRecord:
         """End a trial: status, final values, failure reason, log tail and the
-        trial's own record of how it ran (`info`, from trial_info.json; kept if None)."""
+        trial's own record of how it ran (`info`, from trial_info.json; kept if
+        None). The metrics read last (`observations`, and the reader's
+        `reader_state`) are stored in the same transaction: one commit per
+        finished trial instead of three."""
         assert status.is_terminal
         now = utcnow()
         with self._session() as s:
             row = s.get(TrialRow, trial_id)
             assert row is not None
+            _insert_observations(s, trial_id, observations)
+            if reader_state is not None:
+                row.reader_state = reader_state
             row.status = status.value
             row.values = {k: float(v) for k, v in (values or {}).items() if math.isfinite(float(v))}
             row.failure_reason = failure_reason
@@ -468,30 +502,17 @@ class Store:
 
     # --- observations -----------------------------------------------------
     @retrying
-    def add_observations(self, trial_id: int, observations: Sequence[Observation]) -> int:
-        """Insert observations, skipping (metric, step) pairs already stored. Returns how many were new."""
-        rows = [o for o in observations if math.isfinite(o.value)]
-        if not rows:
+    def add_observations(self, trial_id: int, observations: Sequence[Observation],
+                         reader_state: dict[str, Any] | None = None) -> int:
+        """Insert observations, skipping (metric, step) pairs already stored, and
+        save the reader's state with them (one transaction). Returns how many were new."""
+        if reader_state is None and not any(math.isfinite(o.value) for o in observations):
             return 0
         with self._session() as s:
-            existing = set(
-                s.execute(
-                    select(ObservationRow.metric, ObservationRow.step).where(
-                        ObservationRow.trial_id == trial_id,
-                        ObservationRow.metric.in_({o.metric for o in rows}),
-                    )
-                ).all()
-            )
-            fresh: dict[tuple[str, int], Observation] = {}
-            for o in rows:
-                key = (o.metric, o.step)
-                if key not in existing:
-                    fresh[key] = o  # a step logged twice keeps its last value
-            s.add_all(
-                ObservationRow(trial_id=trial_id, metric=o.metric, step=o.step, value=o.value, wall_time=o.wall_time)
-                for o in fresh.values()
-            )
-            return len(fresh)
+            n = _insert_observations(s, trial_id, observations)
+            if reader_state is not None:
+                s.execute(update(TrialRow).where(TrialRow.id == trial_id).values(reader_state=reader_state))
+            return n
 
     @retrying
     def observations(self, trial_id: int, metric: str | None = None) -> list[Observation]:

@@ -98,3 +98,64 @@ trial: {{script: {script}}}
     assert log.index("complete 0") < log.index("generate 1 after 1 proposals")
     events = [e.kind for e in store.events(exp.id) if e.trial_index == 1]
     assert events[:2] == ["candidate", "submitted"]  # write-ahead: recorded before submitted
+
+
+SLEEPY_SCRIPT = SCRIPT.replace("x = float(", "import time\nx = float(") + "time.sleep(float(sys.argv[sys.argv.index('--s') + 1]))\n"
+
+
+class ListOptimizer(GatedOptimizer):
+    """Proposes the given points in order, at once."""
+
+    def __init__(self, points: list[dict[str, float]], log: list[str]) -> None:
+        gate = threading.Event()
+        gate.set()
+        super().__init__(gate, log)
+        self.points = points
+
+    def generate(self, n: int) -> list[Candidate]:
+        self.log.append(f"generate {n} after {self.n} proposals")
+        out = [Candidate(self.n + k, self.points[self.n + k], "list") for k in range(n)]
+        self.n += n
+        return out
+
+
+def _run_sleepy(tmp_path: Path, parallelism: int, sleeps: list[float]) -> tuple[Store, int]:
+    script = tmp_path / "t.py"
+    script.write_text(SLEEPY_SCRIPT)
+    spec = parse_spec(
+        f"""
+name: ahead
+search_space: {{x: {{type: float, low: 0, high: 1}}, s: {{type: float, low: 0, high: 10}}}}
+objectives: {{a: {{goal: maximize}}, b: {{goal: maximize}}}}
+budget: {{max_trials: {len(sleeps)}, parallelism: {parallelism}}}
+trial: {{script: {script}}}
+"""
+    )
+    store = Store(f"sqlite:///{tmp_path}/a.db", create=True)
+    exp = store.create_experiment("ahead", spec_to_dict(spec), str(tmp_path / "work"))
+    points = [{"x": 0.1 * (k + 1), "s": s} for k, s in enumerate(sleeps)]
+    gen = CandidateGenerator(lambda: ListOptimizer(points, []))
+    orch = Orchestrator(store, exp, spec, get_runner("local_cwd"), gen, poll_interval=0.05, metrics_interval=0.1)
+    summary = orch.run()
+    assert summary.counts["COMPLETED"] == len(sleeps), summary
+    return store, exp.id
+
+
+def _event_id(store: Store, exp_id: int, kind: str, index: int) -> int:
+    return next(e.id for e in store.events(exp_id) if e.kind == kind and e.trial_index == index)
+
+
+def test_one_candidate_is_kept_ahead_with_parallel_workers(tmp_path: Path) -> None:
+    # trial 1 sleeps while 0 and 2 end at once: once the first result is in, the
+    # loop asks for one candidate more than the free slots, so trial 3 is
+    # recorded before any slot is free for it and starts the moment one frees
+    store, exp_id = _run_sleepy(tmp_path, 2, [0.0, 5.0, 0.0, 0.0])
+    assert _event_id(store, exp_id, "candidate", 3) < _event_id(store, exp_id, "finished", 2)
+    # never more than the free slots before the first result
+    assert _event_id(store, exp_id, "candidate", 2) > _event_id(store, exp_id, "finished", 0)
+
+
+def test_no_candidate_ahead_with_one_worker(tmp_path: Path) -> None:
+    store, exp_id = _run_sleepy(tmp_path, 1, [0.0, 0.0, 0.0])
+    for k in (1, 2):  # sequential: each proposal after the previous trial's result
+        assert _event_id(store, exp_id, "candidate", k) > _event_id(store, exp_id, "finished", k - 1)

@@ -1,0 +1,235 @@
+"""End to end: the digits demo run by nasctl vs the stock Ax Orchestrator + TorchXRunner.
+
+    python benchmarks/e2e.py [--spec examples/digits_mlp.yaml] [--repeat 1]
+                             [--max-trials N] [--out benchmarks/results/e2e.json]
+
+Both sides run the same experiment (search space, objectives, thresholds,
+budget, parallelism, seed, Ax generation strategy) with the same trainer,
+`benchmarks/trial_clock.py` (`nasctl.search_spaces.mlp` plus a clock file),
+each as its own command, one after the other (the order alternates when
+repeated): `nasctl run SPEC` on SQLite, and `benchmarks/ax_reference.py`.
+
+Measured the same way for both:
+
+- wall-clock: the whole command, process start to exit;
+- utilisation: the share of the time from the first trial's launch to the
+  last trial's end during which `parallelism` trial processes were running
+  (launch = the trainer process's creation time from the kernel, end = the
+  moment the process was gone; both from its clock file);
+- end -> next launch: for every trial end that freed a slot still needed,
+  the time until the next trial process was created (median and p95);
+- final hypervolume: every completed trial's last logged values, read from
+  its TensorBoard files with nasctl's reader, through `nasctl.pareto` with
+  the spec's thresholds as the reference point.
+
+Prints a markdown table with the targets (nasctl <= 0.6x the reference's
+wall-clock at no lower hypervolume, utilisation >= 90%) and writes raw JSON.
+The box's load averages are recorded before and after every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAINER = ROOT / "benchmarks" / "trial_clock.py"
+sys.path.insert(0, str(ROOT))
+
+from nasctl.metrics import MetricSummary  # noqa: E402
+from nasctl.metrics.tensorboard import read_scalars  # noqa: E402
+from nasctl.pareto import compute_front  # noqa: E402
+from nasctl.spec import load_spec  # noqa: E402
+
+
+def bench_spec(spec_path: str, max_trials: int | None, out: Path) -> Path:
+    """The demo spec with the clocked trainer as its trial script."""
+    data = yaml.safe_load(Path(spec_path).read_text())
+    data["name"] = "e2e-" + data["name"]
+    data["trial"] = {"script": str(TRAINER), "args": data["trial"].get("args", {}),
+                     "resources": data["trial"].get("resources", {})}
+    if max_trials:
+        data["budget"]["max_trials"] = max_trials
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def ensure_extension() -> None:
+    """Build BoTorch's fused kernel once before timing anything, so neither side pays for it."""
+    from nasctl.orchestration.optimizer import prebuild_extension
+    from nasctl.orchestration.service import prepare_orchestrator_process
+
+    prepare_orchestrator_process()
+    proc = prebuild_extension()
+    if proc is not None:
+        print("building BoTorch's fused kernel once (~45 s)...", file=sys.stderr)
+        proc.wait()
+
+
+def run_side(side: str, spec: Path, work: Path) -> dict[str, Any]:
+    work.mkdir(parents=True)
+    if side == "nasctl":
+        cmd = [sys.executable, "-m", "nasctl", "run", str(spec), "--db", f"sqlite:///{work}/nasctl.db",
+               "--workdir", str(work), "--json"]
+    else:
+        cmd = [sys.executable, str(ROOT / "benchmarks" / "ax_reference.py"), str(spec), str(work)]
+    load_before = os.getloadavg()
+    t0 = time.time()
+    proc = subprocess.run(cmd, cwd=str(work), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wall = time.time() - t0
+    (work / "stdout.log").write_text(proc.stdout)
+    (work / "stderr.log").write_text(proc.stderr)
+    if proc.returncode != 0:
+        raise SystemExit(f"{side} failed with exit code {proc.returncode}; see {work}/stderr.log:\n"
+                         + proc.stderr[-2000:])
+    return {"side": side, "wall_seconds": wall, "load_before": load_before, "load_after": os.getloadavg(),
+            "work_dir": str(work), **analyse(load_spec(spec), work)}
+
+
+def analyse(spec: Any, work: Path) -> dict[str, Any]:
+    par = spec.budget.parallelism
+    clocks = []
+    for path in sorted(work.rglob("clock.json")):
+        c = json.loads(path.read_text())
+        c["dir"] = str(path.parent)
+        c["trained"] = c["end"]
+        c["end"] = c.get("exit", c["end"])  # the process is gone (watcher), else training ended
+        clocks.append(c)
+    if not clocks:
+        raise SystemExit(f"no trial clock files under {work}")
+    first, last = min(c["start"] for c in clocks), max(c["end"] for c in clocks)
+    # time with `par` trials running: sweep over start/end events
+    events = sorted([(c["start"], 1) for c in clocks] + [(c["end"], -1) for c in clocks])
+    full, running, prev = 0.0, 0, first
+    for t, d in events:
+        if running >= par:
+            full += t - prev
+        running += d
+        prev = t
+    starts = sorted(c["start"] for c in clocks)
+    ends = sorted(c["end"] for c in clocks)
+    # the k-th freed slot is taken by the (k + par)-th launch
+    gaps = [starts[k + par] - ends[k] for k in range(len(starts) - par)]
+    done = []
+    for i, c in enumerate(sorted(clocks, key=lambda c: c["start"])):
+        if c["returncode"] != 0:
+            continue
+        summary = MetricSummary()
+        summary.update(read_scalars(os.path.join(c["dir"], "tb")))
+        values = {}
+        for m, o in spec.objectives.items():
+            v = summary.value(m, o.value, o.maximize)
+            if v is not None:
+                values[m] = v
+        if len(values) == len(spec.objectives):
+            done.append((i, values))
+    front = compute_front(done, spec.objectives, spec.parsed_constraints)
+    return {
+        "trials": len(clocks),
+        "completed": len(done),
+        "span_seconds": last - first,
+        "utilisation": full / (last - first),
+        "gap_median": statistics.median(gaps) if gaps else None,
+        "gap_p95": _quantile(gaps, 0.95) if gaps else None,
+        "gaps": gaps,
+        "trial_seconds_median": statistics.median(c["end"] - c["start"] for c in clocks),
+        "shutdown_seconds_median": statistics.median(c["end"] - c["trained"] for c in clocks),
+        "hypervolume": front.hypervolume,
+        "pareto_size": len(front.indices),
+        "clocks": [{k: c[k] for k in ("start", "trained", "end", "returncode")} for c in clocks],
+    }
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def table(runs: list[dict[str, Any]], par: int) -> str:
+    def mean(side: str, key: str) -> float:
+        return statistics.fmean(r[key] for r in runs if r["side"] == side)
+
+    lines = [
+        "| run | order | wall-clock | trial span | completed | utilisation | end -> next launch (median / p95) "
+        "| median trial | final HV | load (before -> after) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for k, r in enumerate(runs):
+        lines.append(
+            f"| {r['side']} | {k + 1} | {r['wall_seconds']:.1f} s | {r['span_seconds']:.1f} s | "
+            f"{r['completed']}/{r['trials']} | {100 * r['utilisation']:.1f}% | "
+            f"{r['gap_median']:.2f} s / {r['gap_p95']:.2f} s | {r['trial_seconds_median']:.1f} s | "
+            f"{r['hypervolume']:.1f} | {'/'.join(f'{x:.2f}' for x in r['load_before'])} -> "
+            f"{'/'.join(f'{x:.2f}' for x in r['load_after'])} |"
+        )
+    ratio = mean("nasctl", "wall_seconds") / mean("reference", "wall_seconds")
+    hv_n, hv_r = mean("nasctl", "hypervolume"), mean("reference", "hypervolume")
+    util = min(r["utilisation"] for r in runs if r["side"] == "nasctl")
+    ok = lambda b: "met" if b else "**MISSED**"  # noqa: E731
+    lines += [
+        "",
+        "| target | measured | verdict |",
+        "|---|---:|---|",
+        f"| nasctl wall-clock <= 0.6x reference | {ratio:.2f}x | {ok(ratio <= 0.6)} |",
+        f"| final hypervolume no lower than reference | {hv_n:.1f} vs {hv_r:.1f} | {ok(hv_n >= hv_r)} |",
+        f"| utilisation ({par} trials running) >= 90% | {100 * util:.1f}% (worst nasctl run) | {ok(util >= 0.9)} |",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--spec", default=str(ROOT / "examples" / "digits_mlp.yaml"))
+    p.add_argument("--repeat", type=int, default=1, help="pairs of runs; the order alternates")
+    p.add_argument("--first", choices=["nasctl", "reference"], default="nasctl")
+    p.add_argument("--max-trials", type=int, default=None)
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e2e.json"))
+    p.add_argument("--keep", action="store_true", help="keep the trial directories")
+    args = p.parse_args()
+    ensure_extension()
+    tmp = Path(tempfile.mkdtemp(prefix="nasctl-e2e-"))
+    spec = bench_spec(args.spec, args.max_trials, tmp / "spec.yaml")
+    par = load_spec(spec).budget.parallelism
+    runs = []
+    order = [args.first, "reference" if args.first == "nasctl" else "nasctl"]
+    try:
+        for k in range(args.repeat):
+            for side in order if k % 2 == 0 else order[::-1]:
+                print(f"running {side} (pair {k + 1}/{args.repeat})...", file=sys.stderr, flush=True)
+                r = run_side(side, spec, tmp / f"{k}-{side}")
+                print(f"  {side}: {r['wall_seconds']:.1f} s, utilisation {100 * r['utilisation']:.1f}%, "
+                      f"HV {r['hypervolume']:.1f}", file=sys.stderr, flush=True)
+                runs.append(r)
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(table(runs, par))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
+            "python": sys.version.split()[0], "spec": args.spec, "parallelism": par}
+    Path(args.out).write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
+    print(f"\nraw results: {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
