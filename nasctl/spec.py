@@ -198,22 +198,34 @@ class Resources(_Model):
     gpu: int = Field(default=0, ge=0, le=64)
 
 
+TRIAL_SOURCES = {
+    "search_space": "a built-in such as mlp_digits",
+    "script": "a training script",
+    "function": "a Python function pkg.module:fn",
+}
+TARGET_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+
+
 class TrialSpec(_Model):
-    """What each trial runs: a built-in search space's trainer or a user script."""
+    """What each trial runs: exactly one source (see `TRIAL_SOURCES`), plus
+    fixed arguments and resources. `code_dir` is set by `load_spec` to the spec
+    file's folder, where `function` modules are looked up first."""
 
     search_space: str | None = None
     script: str | None = None
+    function: str | None = None
     args: dict[str, Scalar] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
+    code_dir: str | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> TrialSpec:
-        given = [k for k in ("search_space", "script") if getattr(self, k)]
+        given = [k for k in TRIAL_SOURCES if getattr(self, k)]
         if len(given) != 1:
-            raise ValueError(
-                "set exactly one of trial.search_space (a built-in such as mlp_digits) "
-                f"or trial.script (a training script); got {given or 'neither'}"
-            )
+            options = " or ".join(f"trial.{k} ({what})" for k, what in TRIAL_SOURCES.items())
+            raise ValueError(f"set exactly one of {options}; got {given or 'none'}")
+        if self.function is not None and not TARGET_RE.match(self.function):
+            raise ValueError(f"trial.function {self.function!r} must look like 'package.module:function'")
         for key in self.args:
             if not PARAM_RE.match(key):
                 raise ValueError(f"argument name {key!r} must match {PARAM_RE.pattern}")
@@ -438,7 +450,28 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Expe
         if not script.is_file():
             raise SpecError(f"trial.script {spec.trial.script} does not exist (looked at {script})", "fix the path")
         spec = spec.model_copy(update={"trial": spec.trial.model_copy(update={"script": str(script)})})
+    if spec.trial.function:
+        code_dir = str(p.parent.resolve())
+        _check_importable(spec.trial.function.partition(":")[0], code_dir, "trial.function")
+        spec = spec.model_copy(update={"trial": spec.trial.model_copy(update={"code_dir": code_dir})})
     return spec
+
+
+def _check_importable(module: str, code_dir: str, key: str) -> None:
+    """The module can be found (next to the spec or on sys.path) without importing it."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, code_dir)
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    finally:
+        sys.path.remove(code_dir)
+    if found is None:
+        raise SpecError(f"{key}: module {module!r} was not found next to the spec ({code_dir}) or on PYTHONPATH",
+                        "check the module name, or install the package that provides it")
 
 
 def spec_to_dict(spec: ExperimentSpec) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +153,38 @@ class TensorBoardReader:
 def read_scalars(log_dir: str | os.PathLike[str]) -> list[Observation]:
     """Every scalar under `log_dir` (a one-shot read)."""
     return TensorBoardReader(log_dir).read_new()
+
+
+def write_scalars(log_dir: str | os.PathLike[str], values: Mapping[str, float], step: int) -> Path:
+    """Append `values` as scalar events at `step` to this process's event file in
+    `log_dir` (created with its version header on first use), synchronously.
+
+    A light writer for trial entry points that need no torch: each record is
+    flushed before returning, so a reader never waits on a background thread.
+    Returns the event file's path.
+    """
+    import socket
+    import time
+
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    Event = _event_cls()
+    masked_crc32c = _crc()
+    root = Path(log_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"events.out.{EVENT_FILE_MARKER}.{socket.gethostname()}.{os.getpid()}.nasctl"
+    now = time.time()
+    events = [] if path.exists() else [Event(wall_time=now, file_version="brain.Event:2")]
+    events.append(
+        Event(
+            wall_time=now,
+            step=int(step),
+            summary=Summary(value=[Summary.Value(tag=k, simple_value=float(v)) for k, v in values.items()]),
+        )
+    )
+    with open(path, "ab") as f:
+        for event in events:
+            payload = event.SerializeToString()
+            header = struct.pack("<Q", len(payload))
+            f.write(header + _FOOTER.pack(masked_crc32c(header)) + payload + _FOOTER.pack(masked_crc32c(payload)))
+    return path

@@ -17,6 +17,7 @@ exceeded.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -38,6 +39,7 @@ from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.pareto import compute_front
 from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
 from nasctl.search_spaces import get_search_space
+from nasctl.search_spaces.function import FUNCTION_ENTRY_MODULE
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store, queries
 from nasctl.types import ExperimentRecord, ExperimentStatus, ParamValue, TrialRecord, TrialStatus
@@ -84,12 +86,15 @@ def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: i
     fixed `trial.args` as `--name value`, NASCTL_* in the environment."""
     tdir = trial_dir(work_dir, index)
     tb = os.path.join(tdir, "tb")
-    active = spec.active_parameters(dict(parameters))
+    active = {**spec.trial.args, **spec.active_parameters(dict(parameters))}
     argv: list[str] = []
-    for k, v in {**spec.trial.args, **active}.items():
+    for k, v in active.items():
         argv += [f"--{k}", repr(v) if isinstance(v, float) else str(v)]
     if spec.trial.search_space:
         args = ["-m", get_search_space(spec.trial.search_space).module, *argv]
+    elif spec.trial.function:
+        # one JSON argument keeps every value's type exact (a choice "1" stays a string)
+        args = ["-m", FUNCTION_ENTRY_MODULE, spec.trial.function, "--parameters", json.dumps(active)]
     else:
         assert spec.trial.script is not None
         args = [spec.trial.script, *argv]
@@ -102,6 +107,8 @@ def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: i
         "MKL_NUM_THREADS": threads,
         "PYTHONUNBUFFERED": "1",
     }
+    if spec.trial.code_dir:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (spec.trial.code_dir, os.environ.get("PYTHONPATH")) if p)
     r = spec.trial.resources
     return JobRequest(job_name(experiment, index), sys.executable, args, env, tdir, r.cpu, r.mem_mb, r.gpu)
 

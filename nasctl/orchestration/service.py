@@ -60,6 +60,9 @@ def check_spec_runnable(spec: ExperimentSpec) -> None:
                 f"search space {space.name} does not log metrics {missing}",
                 f"it logs: {', '.join(space.metrics)}",
             )
+    if spec.runner.scheduler == "inprocess" and not spec.trial.function:
+        raise BadInputError("runner.scheduler inprocess runs only trial.function trials",
+                            "set trial.function, or use runner.scheduler local_cwd")
     get_runner(spec.runner.scheduler, spec.runner.cfg)
 
 

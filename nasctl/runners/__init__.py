@@ -17,6 +17,7 @@ BUILTIN_RUNNERS: dict[str, str] = {
     "local_cwd": "nasctl.runners.local:create_runner",
     "slurm": "nasctl.runners.slurm:create_runner",
     "kubernetes": "nasctl.runners.kubernetes:create_runner",
+    "inprocess": "nasctl.runners.inprocess:create_runner",
 }
 
 

@@ -24,10 +24,13 @@ from tests.cluster import require_slurm
 from tests.k8s_standin import StandInCluster
 
 RUNNERS = ["local_cwd", "slurm", "kubernetes"]
+# inprocess runs only trial.function calls, not commands: tests/unit/test_inprocess.py
+# holds its version of this suite.
+FUNCTION_RUNNERS = ["inprocess"]
 
 
 def test_every_builtin_runner_is_covered() -> None:
-    assert sorted(available_runners()) == sorted(RUNNERS)
+    assert sorted(available_runners()) == sorted(RUNNERS + FUNCTION_RUNNERS)
 
 
 @pytest.fixture(scope="module")

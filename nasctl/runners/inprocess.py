@@ -1,0 +1,169 @@
+"""The `inprocess` runner: `trial.function` trials evaluated inside the
+orchestrator's process, on a small thread pool.
+
+It runs exactly what `python -m nasctl.search_spaces.function` runs in a
+trial process (same argument parsing, same TensorBoard output), minus the
+process: no interpreter start (~0.1-5 s a trial), so cheap objectives such as
+analytic test problems, tabular benchmarks or surrogate models cost
+milliseconds. The orchestrator reads their metrics from the event files as
+for any trial.
+
+What a process would give and this runner cannot: a trial cannot be killed
+(cancel discards a running call's result, it does not interrupt it), a
+function that crashes the interpreter takes the orchestrator with it, and
+trials do not outlive the orchestrator. Each trial leaves `inprocess.json` (its
+outcome) in its directory, so a later process reports finished trials
+correctly; a trial that was still running when its orchestrator exited is
+reported FAILED, and counts as a failure on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from nasctl.errors import BadInputError, RunnerError, SpecError
+from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob
+from nasctl.search_spaces.function import FUNCTION_ENTRY_MODULE, parse_args, run_function
+
+OUTCOME = "inprocess.json"
+DEFAULT_WORKERS = 4
+
+
+def _outcome_path(trial_dir: str) -> str:
+    return os.path.join(trial_dir, OUTCOME)
+
+
+class InProcessRunner(Runner):
+    """Runs `trial.function` calls on a thread pool of `cfg.workers` threads."""
+
+    scheduler = "inprocess"
+
+    def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
+        cfg = dict(cfg or {})
+        workers = cfg.pop("workers", DEFAULT_WORKERS)
+        if cfg:
+            raise SpecError(f"runner.cfg has options the inprocess runner does not take: {sorted(cfg)}",
+                            "it takes only: workers")
+        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 256:
+            raise SpecError(f"runner.cfg.workers must be an integer from 1 to 256, got {workers!r}",
+                            "set the number of threads that evaluate trials")
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nasctl-inprocess")
+        self._jobs: dict[str, tuple[Future[None], JobRequest]] = {}
+        self._cancelled: set[str] = set()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _call(request: JobRequest) -> tuple[str, dict[str, Any]]:
+        args = request.args
+        if len(args) < 3 or args[:2] != ["-m", FUNCTION_ENTRY_MODULE]:
+            raise RunnerError(
+                f"the inprocess runner runs only trial.function trials, not {request.entrypoint} {' '.join(args[:2])}",
+                "set trial.function, or use runner.scheduler local_cwd",
+            )
+        parsed = parse_args(args[2:])
+        return parsed.target, parsed.parameters
+
+    def dryrun(self, request: JobRequest) -> str:
+        target, params = self._call(request)
+        return (f"in the orchestrator's process: {target}({json.dumps(params, sort_keys=True)}) "
+                f"-> metrics logged to {request.env.get('NASCTL_LOG_DIR')}")
+
+    def submit(self, request: JobRequest) -> SubmittedJob:
+        target, params = self._call(request)
+        existing = self.find(request)
+        if existing is not None:  # never run one trial twice
+            return existing
+        handle = f"inprocess://{request.name}"
+        os.makedirs(request.trial_dir, exist_ok=True)
+        code_dirs = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        with self._lock:
+            for d in reversed(code_dirs):
+                if d not in sys.path:
+                    sys.path.insert(0, d)
+            future = self._pool.submit(self._run, request, target, params)
+            self._jobs[handle] = (future, request)
+        return SubmittedJob(handle, {"trial_dir": request.trial_dir, "submitted": time.time()})
+
+    def _run(self, request: JobRequest, target: str, params: dict[str, Any]) -> None:
+        t0 = time.time()
+        outcome: dict[str, Any] = {"started": t0}
+        try:
+            outcome["values"] = run_function(target, params, request.env["NASCTL_LOG_DIR"])
+            outcome["ok"] = True
+        except BadInputError as e:
+            outcome.update(ok=False, error=str(e))
+        except Exception as e:  # the trial's failure, reported like a crashed process's
+            outcome.update(ok=False, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
+        outcome["ended"] = time.time()
+        tmp = _outcome_path(request.trial_dir) + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(outcome, f)
+        os.replace(tmp, _outcome_path(request.trial_dir))
+
+    def _one_status(self, job: SubmittedJob) -> JobStatus:
+        if job.handle in self._cancelled:
+            return JobStatus(JobState.CANCELLED, "cancelled")
+        trial_dir = job.metadata.get("trial_dir")
+        outcome = _read(_outcome_path(trial_dir)) if trial_dir else None
+        if outcome is not None:
+            if outcome.get("ok"):
+                return JobStatus(JobState.SUCCEEDED, None, 0)
+            return JobStatus(JobState.FAILED, str(outcome.get("error")), 1)
+        entry = self._jobs.get(job.handle)
+        if entry is None and not trial_dir:
+            return JobStatus(JobState.UNKNOWN, f"no in-process trial {job.handle} in this process")
+        if entry is None:
+            return JobStatus(JobState.FAILED, "the orchestrator that ran this in-process trial exited before it ended")
+        future, _ = entry
+        if future.done() and future.exception() is not None:  # could not even record its outcome
+            return JobStatus(JobState.FAILED, f"{type(future.exception()).__name__}: {future.exception()}")
+        return JobStatus(JobState.RUNNING if future.running() else JobState.PENDING)
+
+    def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
+        return {job.handle: self._one_status(job) for job in jobs}
+
+    def cancel(self, job: SubmittedJob) -> None:
+        entry = self._jobs.get(job.handle)
+        if entry is not None and not entry[0].done():
+            entry[0].cancel()  # a call that has started runs to its end; its result is ignored
+            self._cancelled.add(job.handle)
+
+    def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
+        trial_dir = job.metadata.get("trial_dir")
+        outcome = (_read(_outcome_path(trial_dir)) if trial_dir else None) or {}
+        text = outcome.get("traceback") or outcome.get("error") or ""
+        return "\n".join(str(text).splitlines()[-lines:])
+
+    def find(self, request: JobRequest) -> SubmittedJob | None:
+        handle = f"inprocess://{request.name}"
+        if handle in self._jobs or os.path.exists(_outcome_path(request.trial_dir)):
+            return SubmittedJob(handle, {"trial_dir": request.trial_dir, "submitted": time.time()})
+        return None
+
+    def close(self) -> None:
+        """Wait for calls in progress (they cannot be interrupted), then drop the pool."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _read(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def create_runner(cfg: Mapping[str, Any] | None = None) -> InProcessRunner:
+    return InProcessRunner(cfg)
+
+
+__all__ = ["InProcessRunner", "create_runner"]
