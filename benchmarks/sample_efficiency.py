@@ -51,7 +51,7 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "sample_efficiency"
 # --- one run -----------------------------------------------------------------------------
 def _nasctl(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
     from nasctl.orchestration.methods import resolve_method
-    from nasctl.orchestration.service import run_experiment
+    from nasctl.orchestration.service import start_experiment
     from nasctl.spec import parse_spec
     from nasctl.store import Store
 
@@ -67,7 +67,7 @@ def _nasctl(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
     spec = parse_spec(json.dumps(spec_data), source="<benchmark>")
     with tempfile.TemporaryDirectory(prefix="nasctl-se-") as tmp:
         store = Store(f"sqlite:///{tmp}/nasctl.db", create=True)
-        summary = run_experiment(store, spec, poll_interval=0.005, work_root=tmp)
+        summary = start_experiment(store, spec, tmp, poll_interval=0.005)
         exp = store.get_experiment(spec.name)
         trials = store.list_trials(exp.id)
     if summary.status.value != "COMPLETED":

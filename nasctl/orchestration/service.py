@@ -161,11 +161,15 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
            on_progress: Callable[[Any], None] | None, poll_interval: float) -> Any:
     from nasctl.orchestration.generator import CandidateGenerator
     from nasctl.orchestration.loop import Orchestrator, install_signal_handlers
+    from nasctl.orchestration.methods import resolve_method
     from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial, prebuild_extension
 
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
     existing = store.list_trials(exp.id)
-    if (len(spec.objectives) > 1 and spec.optimizer.method != "sobol"
+    choice = resolve_method(spec)
+    store.add_event(exp.id, "optimizer", f"optimizer: {choice}",
+                    data={"method": choice.method, "reason": choice.reason, "initial_trials": spec.initial_trials})
+    if (len(spec.objectives) > 1 and choice.method != "sobol"
             and spec.budget.max_trials > spec.initial_trials):
         prebuild_extension()
 
@@ -272,6 +276,8 @@ def pareto_view(store: Store, name: str) -> dict[str, Any]:
 
 
 def status_view(store: Store, name: str) -> dict[str, Any]:
+    from nasctl.orchestration.methods import resolve_method
+
     exp, spec, trials = _load(store, name)
     counts = {s.value: 0 for s in TrialStatus}
     for t in trials:
@@ -291,6 +297,7 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
         "objectives": {k: o.model_dump() for k, o in spec.objectives.items()},
         "constraints": spec.constraints,
         "budget": spec.budget.model_dump(),
+        "optimizer": str(resolve_method(spec)),
         "trials": counts,
         "hypervolume": res.hypervolume,
         "pareto_size": len(res.indices),

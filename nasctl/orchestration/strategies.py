@@ -24,6 +24,38 @@ SAAS_NUTS = {"warmup_steps": 128, "num_samples": 128, "thinning": 16, "max_tree_
 steps (BoTorch's defaults are 512/256/16 = 16 samples, ~4x the cost)."""
 
 
+FIT_MAXITER = 100
+"""L-BFGS-B iterations for fitting the categorical GP's hyperparameters. The
+mixed kernel's many lengthscales made BoTorch's fit (no limit) take ~1,000
+likelihood evaluations; the optimum moves little after the first hundred."""
+
+
+def _register_categorical_fit() -> None:
+    """Fit MixedSingleTaskGP with a bounded number of L-BFGS-B iterations, through
+    Ax's own dispatcher for model fitting (registered once per process)."""
+    from ax.generators.torch.botorch_modular.utils import fit_botorch_model
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models.gp_regression_mixed import MixedSingleTaskGP
+
+    if getattr(_register_categorical_fit, "done", False):
+        return
+
+    @fit_botorch_model.register(MixedSingleTaskGP)
+    def _fit_mixed(model: Any, mll_class: Any, mll_options: dict[str, Any] | None = None) -> None:
+        mll = mll_class(likelihood=model.likelihood, model=model, **(mll_options or {}))
+        fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": FIT_MAXITER}})
+
+    _register_categorical_fit.done = True  # type: ignore[attr-defined]
+
+
+def mc_samples(objectives: int) -> int:
+    """Quasi-MC posterior samples for qLogNEHVI. With 3+ objectives each sample
+    needs its own box decomposition of the baseline front (~60 ms each at 25
+    trials on a loaded 2-core machine: 7.6 s of a 15 s proposal with BoTorch's
+    128); 32 QMC samples keep the estimate's ranking of candidates."""
+    return 128 if objectives <= 2 else 32
+
+
 def acquisition_budget(dims: int) -> dict[str, int]:
     """Restarts and raw samples of the acquisition optimiser for `dims` tunable parameters."""
     if dims <= 8:
@@ -52,6 +84,7 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
             name="SAASBO",
         )
     elif method == "categorical":
+        _register_categorical_fit()
         config = ModelConfig(name="categorical")
     elif method == "botorch":
         config = ModelConfig(name="botorch")
@@ -73,7 +106,16 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
                 # keep unordered choices as single categorical features (no one-hot):
                 # Ax then fits MixedSingleTaskGP and optimises over valid choices only
                 gspec.generator_kwargs["transforms"] = [*Mixed_transforms, *Y_trans]
-            options: dict[str, Any] = {"optimizer_kwargs": acquisition_budget(dims)}
+            budget = acquisition_budget(dims)
+            if method == "categorical":
+                # local search over neighbouring choices: each start is refined
+                # exactly, so fewer starts suffice than for gradient ascent
+                budget = {"num_restarts": 4, "raw_samples": 128}
+            gspec.generator_kwargs["acquisition_options"] = {
+                **gspec.generator_kwargs.get("acquisition_options", {}),
+                "mc_samples": mc_samples(len(spec.objectives)),
+            }
+            options: dict[str, Any] = {"optimizer_kwargs": budget}
             gspec.generator_gen_kwargs = {
                 **gspec.generator_gen_kwargs,
                 "model_gen_options": {**gspec.generator_gen_kwargs.get("model_gen_options", {}), **options},
