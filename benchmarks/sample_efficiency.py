@@ -49,7 +49,7 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "sample_efficiency"
 
 
 # --- one run -----------------------------------------------------------------------------
-def _nasctl(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
+def run_nasctl(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
     from nasctl.orchestration.methods import resolve_method
     from nasctl.orchestration.service import start_experiment
     from nasctl.spec import parse_spec
@@ -163,7 +163,7 @@ def run_one(problem_name: str, method: str, seed: int, budget: int, out: Path) -
     problem = get_problem(problem_name)
     load0, t0 = os.getloadavg(), time.time()
     if method == "nasctl":
-        res = _nasctl(problem, seed, budget)
+        res = run_nasctl(problem, seed, budget)
     elif method == "ax":
         res = _ax(problem, seed, budget)
     else:
@@ -197,21 +197,35 @@ def _done(out: Path, problem: str, method: str, seed: int, budget: int) -> bool:
 
 
 # --- grid, report ----------------------------------------------------------------------------
+CHEAP = ("random", "tpe", "nsga2", "gp")
+
+
 def run_grid(problems: list[str], methods: list[str], seeds: list[int], budget: int, out: Path, jobs: int) -> None:
-    """Every missing run, cheap methods first, `jobs` processes at a time."""
-    todo = [(p, m, s) for m in methods for s in seeds for p in problems if not _done(out, p, m, s, budget)]
-    running: list[tuple[subprocess.Popen[bytes], tuple[str, str, int]]] = []
+    """Every missing run, cheap methods first, `jobs` processes at a time. Runs of the
+    Optuna methods share one process per (problem, method) to save start-up time;
+    nasctl and Ax runs get a fresh process each."""
+    todo: list[tuple[str, str, list[int]]] = []
+    for m in methods:
+        for p in problems:
+            missing = [s for s in seeds if not _done(out, p, m, s, budget)]
+            if m in CHEAP and missing:
+                todo.append((p, m, missing))
+            else:
+                todo += [(p, m, [s]) for s in missing]
+    todo.sort(key=lambda k: (methods.index(k[1]), k[2][0]))
+    running: list[tuple[subprocess.Popen[bytes], tuple[str, str, list[int]]]] = []
     while todo or running:
         while todo and len(running) < jobs:
-            p, m, s = todo.pop(0)
-            cmd = [sys.executable, __file__, "--one", p, m, str(s), "--budget", str(budget), "--out", str(out)]
-            running.append((subprocess.Popen(cmd, stderr=subprocess.PIPE), (p, m, s)))
+            p, m, ss = todo.pop(0)
+            cmd = [sys.executable, __file__, "--one", p, m, ",".join(map(str, ss)),
+                   "--budget", str(budget), "--out", str(out)]
+            running.append((subprocess.Popen(cmd, stderr=subprocess.PIPE), (p, m, ss)))
         for proc, key in list(running):
             if proc.poll() is not None:
                 running.remove((proc, key))
                 err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
                 state = "ok" if proc.returncode == 0 else f"FAILED rc={proc.returncode}: {err.strip()[-400:]}"
-                print(f"{key[0]} {key[1]} seed {key[2]}: {state}", file=sys.stderr, flush=True)
+                print(f"{key[0]} {key[1]} seeds {key[2]}: {state}", file=sys.stderr, flush=True)
         time.sleep(0.2)
 
 
@@ -339,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one", nargs=3, metavar=("PROBLEM", "METHOD", "SEED"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one:
-        run_one(a.one[0], a.one[1], int(a.one[2]), a.budget, a.out)
+        for seed in _seeds(a.one[2]):
+            run_one(a.one[0], a.one[1], seed, a.budget, a.out)
         return 0
     problems, methods = a.problems.split(","), a.methods.split(",")
     for p in problems:

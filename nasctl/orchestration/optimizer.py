@@ -251,6 +251,14 @@ class AxOptimizer:
                 self.fail(t.index, "failed before resume")
             elif t.status in ("ABANDONED", "EARLY_STOPPED"):
                 self.abandon(t.index)
+        if trials:
+            # Ax advances at most one step (center -> Sobol) on the next proposal;
+            # with the initial trials already done it must go on to the model now,
+            # or a resumed run would draw one more quasi-random point than an
+            # uninterrupted one.
+            self.client._generation_strategy._maybe_transition_to_next_node(  # noqa: SLF001
+                raise_data_required_error=False
+            )
 
     # --- proposing ----------------------------------------------------------
     def generate(self, n: int) -> list[Candidate]:
