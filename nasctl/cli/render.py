@@ -83,6 +83,7 @@ def status_panel(v: dict[str, Any]) -> None:
         f"hypervolume  {v['hypervolume']:.6g}  (Pareto front: {v['pareto_size']} trials)",
         f"mean trial   {v['mean_trial_seconds']}s" if v["mean_trial_seconds"] else "mean trial   -",
         f"scheduler    {escape(v['scheduler'])}",
+        f"optimizer    {escape(v['optimizer'])}",
         f"trial files  {escape(v['work_dir'])}",
         f"database     {escape(v['database'])}",
     ]
