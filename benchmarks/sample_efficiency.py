@@ -67,7 +67,7 @@ def run_nasctl(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
     spec = parse_spec(json.dumps(spec_data), source="<benchmark>")
     with tempfile.TemporaryDirectory(prefix="nasctl-se-") as tmp:
         store = Store(f"sqlite:///{tmp}/nasctl.db", create=True)
-        summary = start_experiment(store, spec, tmp, poll_interval=0.005)
+        summary = start_experiment(store, spec, tmp, poll_interval=0.1)
         exp = store.get_experiment(spec.name)
         trials = store.list_trials(exp.id)
     if summary.status.value != "COMPLETED":
@@ -77,6 +77,7 @@ def run_nasctl(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
         "params": [t.parameters for t in trials],
         "methods": [t.generation_method for t in trials],
         "gen_seconds": list(summary.generation_seconds),
+        "gen_cpu_seconds": list(summary.generation_cpu_seconds),
         "optimizer": str(resolve_method(spec)),
     }
 
@@ -109,16 +110,17 @@ def _optuna(problem: Problem, method: str, seed: int, budget: int) -> dict[str, 
         sampler = optuna.samplers.GPSampler(seed=seed)
     study = optuna.create_study(directions=["minimize"] * len(problem.objectives), sampler=sampler)
     dists = _optuna_distributions(problem)
-    values, params, gen = [], [], []
+    values, params, gen, cpu = [], [], [], []
     for _ in range(budget):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         trial = study.ask(dists)
         gen.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
         v = problem.evaluate(trial.params)
         study.tell(trial, [v[o] for o in problem.objectives])
         values.append(v)
         params.append(trial.params)
-    return {"values": values, "params": params, "gen_seconds": gen}
+    return {"values": values, "params": params, "gen_seconds": gen, "gen_cpu_seconds": cpu}
 
 
 def _ax(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
@@ -145,17 +147,18 @@ def _ax(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
         objective=", ".join(f"-{o}" for o in problem.objectives),
         outcome_constraints=[f"{o} <= {r!r}" for o, r in zip(problem.objectives, problem.ref)],
     )
-    values, gen, chosen = [], [], []
+    values, gen, chosen, cpu = [], [], [], []
     for _ in range(budget):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         trials = client.get_next_trials(max_trials=1)
         gen.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
         ((index, x),) = trials.items()
         v = problem.evaluate(x)
         client.complete_trial(index, raw_data={o: v[o] for o in problem.objectives})
         values.append(v)
         chosen.append(dict(x))
-    return {"values": values, "params": chosen, "gen_seconds": gen}
+    return {"values": values, "params": chosen, "gen_seconds": gen, "gen_cpu_seconds": cpu}
 
 
 def run_one(problem_name: str, method: str, seed: int, budget: int, out: Path) -> Path:
@@ -238,10 +241,12 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-def _gen_times(r: dict[str, Any]) -> list[float]:
+def _gen_times(r: dict[str, Any], key: str = "gen_seconds") -> list[float]:
     """Generation times of candidates proposed with >= GEN_FROM trials observed (parallelism 1:
-    candidate k is proposed after k observations)."""
-    return [t for k, t in enumerate(r["gen_seconds"]) if k >= GEN_FROM]
+    candidate k is proposed after k observations); if the run is shorter, its last 10."""
+    ts = r.get(key) or []
+    start = GEN_FROM if len(ts) > GEN_FROM else max(0, len(ts) - 10)
+    return [t for k, t in enumerate(ts) if k >= start]
 
 
 def report(out: Path, problems: list[str], methods: list[str]) -> str:
@@ -255,8 +260,8 @@ def report(out: Path, problems: list[str], methods: list[str]) -> str:
         lines += [f"**{prob.title}** (reference point {', '.join(f'{v:.4g}' for v in prob.ref)}; "
                   f"max HV {prob.max_hv:.4g})", ""]
         lines.append("| method | seeds | " + " | ".join(f"HV@{c}" for c in CHECKPOINTS)
-                     + " | gen median (s) | gen p95 (s) | load avg |")
-        lines.append("|---|---|" + "---|" * len(CHECKPOINTS) + "---|---|---|")
+                     + " | gen median (s) | gen p95 (s) | gen CPU median (s) | load avg |")
+        lines.append("|---|---|" + "---|" * len(CHECKPOINTS) + "---|---|---|---|")
         means: dict[str, dict[int, float]] = {}
         for m in methods:
             mr = [r for r in rows if r["method"] == m]
@@ -274,6 +279,8 @@ def report(out: Path, problems: list[str], methods: list[str]) -> str:
                     cells.append("-")
             gt = [t for r in mr for t in _gen_times(r)]
             gen = f"{statistics.median(gt):.2f} | {_pct(gt, 0.95):.2f}" if gt else "- | -"
+            ct = [t for r in mr for t in _gen_times(r, "gen_cpu_seconds")]
+            gen += f" | {statistics.median(ct):.2f}" if ct else " | -"
             loads = [r["loadavg_start"][0] for r in mr] + [r["loadavg_end"][0] for r in mr]
             name = m + (f" ({mr[0]['optimizer'].split(' ')[0]})" if m == "nasctl" and "optimizer" in mr[0] else "")
             lines.append(f"| {name} | {len(mr)} | " + " | ".join(cells)
