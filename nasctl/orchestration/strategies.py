@@ -80,7 +80,7 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
     if method == "saasbo":
         config = ModelConfig(
             botorch_model_class=SaasFullyBayesianSingleTaskGP,
-            mll_options={"disable_progbar": True, **SAAS_NUTS},
+            mll_options={"disable_progbar": True, "seed": seed or 0, **SAAS_NUTS},
             name="SAASBO",
         )
     elif method == "categorical":
