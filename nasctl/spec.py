@@ -265,7 +265,7 @@ class RunnerSpec(_Model):
 
 class OptimizerSpec(_Model):
     initial_trials: int | None = Field(default=None, ge=1)
-    method: Literal["auto", "botorch", "sobol"] = "auto"
+    method: Literal["auto", "botorch", "categorical", "saasbo", "sobol"] = "auto"
     seed: int | None = 0
 
 

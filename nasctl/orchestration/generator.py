@@ -35,6 +35,7 @@ class Optimizer(Protocol):
 class Proposal:
     candidates: list[Candidate]
     seconds: float
+    cpu_seconds: float = 0.0  # CPU time of the generator thread: the cost without other load
 
 
 class GeneratorFailed(Exception):
@@ -147,9 +148,9 @@ class CandidateGenerator:
                     opt.attach(*args)
                 elif kind == "generate":
                     failpoints.hit("during_generation")
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.thread_time()
                     cands = opt.generate(*args)
-                    self._outbox.put(Proposal(cands, time.perf_counter() - t0))
+                    self._outbox.put(Proposal(cands, time.perf_counter() - t0, time.thread_time() - c0))
             except Exception as e:
                 self._outbox.put(
                     GeneratorFailed(f"optimizer failed on {kind}: {type(e).__name__}: {e}", traceback.format_exc())

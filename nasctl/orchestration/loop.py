@@ -221,6 +221,7 @@ class RunSummary:
     reattached: int = 0
     left_running: int = 0
     seconds_saved: float = 0.0  # estimated trial time saved by early stopping (whole experiment)
+    generation_cpu_seconds: list[float] = field(default_factory=list)
 
 
 class _Stop(Exception):
@@ -292,6 +293,7 @@ class Orchestrator:
         self._front: list[int] = []
         self._hv = 0.0
         self._gen_times: list[float] = []
+        self._gen_cpu: list[float] = []
         self._messages: deque[str] = deque(maxlen=6)
         self._stop: _Stop | None = None
         self._stop_lock = threading.Lock()
@@ -383,6 +385,7 @@ class Orchestrator:
             self.exp.name, status, reason, dict(self._counts), self._hv, list(self._front),
             time.monotonic() - self._t0, list(self._gen_times), self._reattached, len(self._running),
             self._saved,
+            list(self._gen_cpu),
         )
 
     def _close(self, status: ExperimentStatus, reason: str | None) -> None:
@@ -475,6 +478,7 @@ class Orchestrator:
         if proposal is None:
             return
         self._gen_times.append(proposal.seconds)
+        self._gen_cpu.append(proposal.cpu_seconds)
         for cand in proposal.candidates:
             if self._created >= self.spec.budget.max_trials:
                 self.gen.abandon(cand.index)

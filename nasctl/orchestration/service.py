@@ -19,6 +19,7 @@ from typing import Any
 from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError
 from nasctl.pareto import compute_front
 from nasctl.runners import get_runner
+from nasctl.orchestration.methods import SAASBO_INSTALL_HINT, saasbo_available
 from nasctl.runners.components import check_component, resolve_component_name
 from nasctl.search_spaces import TRAINER_METRICS, check_dataset, get_search_space
 from nasctl.spec import BUILTIN_TRAINER_SOURCES, ExperimentSpec, spec_from_dict, spec_to_dict
@@ -65,6 +66,9 @@ def check_spec_runnable(spec: ExperimentSpec) -> None:
     if spec.trial.component:
         target = resolve_component_name(spec.trial.component, spec.trial.code_dir)
         check_component(target, [*spec.search_space, *spec.trial.args])
+    if spec.optimizer.method == "saasbo" and not saasbo_available():
+        raise BadInputError("optimizer.method saasbo needs JAX and NumPyro, which are not installed",
+                            SAASBO_INSTALL_HINT)
     if spec.runner.scheduler == "inprocess" and not spec.trial.function:
         raise BadInputError("runner.scheduler inprocess runs only trial.function trials",
                             "set trial.function, or use runner.scheduler local_cwd")
@@ -178,12 +182,16 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
            on_progress: Callable[[Any], None] | None, poll_interval: float) -> Any:
     from nasctl.orchestration.generator import CandidateGenerator
     from nasctl.orchestration.loop import Orchestrator, install_signal_handlers
+    from nasctl.orchestration.methods import resolve_method
     from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial, prebuild_extension
 
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
     existing = store.list_trials(exp.id)
     stopped = _stop_records(store, exp, existing)
-    if (len(spec.objectives) > 1 and spec.optimizer.method != "sobol"
+    choice = resolve_method(spec)
+    store.add_event(exp.id, "optimizer", f"optimizer: {choice}",
+                    data={"method": choice.method, "reason": choice.reason, "initial_trials": spec.initial_trials})
+    if (len(spec.objectives) > 1 and choice.method != "sobol"
             and spec.budget.max_trials > spec.initial_trials):
         prebuild_extension()
 
@@ -335,6 +343,8 @@ def pareto_view(store: Store, name: str) -> dict[str, Any]:
 
 
 def status_view(store: Store, name: str) -> dict[str, Any]:
+    from nasctl.orchestration.methods import resolve_method
+
     exp, spec, trials = _load(store, name)
     counts = {s.value: 0 for s in TrialStatus}
     for t in trials:
@@ -354,6 +364,7 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
         "objectives": {k: o.model_dump() for k, o in spec.objectives.items()},
         "constraints": spec.constraints,
         "budget": spec.budget.model_dump(),
+        "optimizer": str(resolve_method(spec)),
         "trials": counts,
         "hypervolume": res.hypervolume,
         "pareto_size": len(res.indices),

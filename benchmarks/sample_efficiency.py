@@ -1,0 +1,381 @@
+"""Sample efficiency: hypervolume found per number of trials, nasctl vs the peers.
+
+    PYTHONPATH=$PWD nice -n 5 python benchmarks/sample_efficiency.py \
+        [--problems P,...] [--methods M,...] [--seeds 0-9] [--budget 50] [--jobs 2]
+
+Each (problem, method, seed) run is one process and one JSON file under
+--out (default benchmarks/results/sample_efficiency/): finished runs are
+skipped, so runs accumulate across invocations and an interrupted grid
+resumes. At the end (or with --report) the script prints a markdown table
+from every result file found and writes plots next to the results.
+
+Methods:
+- nasctl: the real loop (`run_experiment`: Orchestrator, SQLite store,
+  candidate generator thread, `inprocess` runner writing TensorBoard files,
+  metrics read back from them) with `optimizer.method: auto`;
+- random, nsga2 (population = budget/5, at least 4), tpe (multivariate),
+  gp (Optuna's GPSampler): Optuna 5 ask/tell;
+- ax: a stock `ax.api.Client` with its default generation strategy and the
+  same objective thresholds (reference point) as nasctl.
+All see the same search space; the hypervolume uses the problem's reference
+point for everyone. Generation time is the time to produce one candidate
+(nasctl: the generator's proposal time; Optuna: `ask`; Ax: `get_next_trials`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.problems import PROBLEMS, Problem, get_problem, hv_trace  # noqa: E402
+
+METHODS = ["random", "tpe", "nsga2", "gp", "nasctl", "ax"]
+CHECKPOINTS = (10, 20, 30, 50)
+GEN_FROM = 40  # generation times are taken for candidates proposed with >= this many observed trials
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "sample_efficiency"
+
+
+# --- one run -----------------------------------------------------------------------------
+def run_nasctl(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
+    from nasctl.orchestration.methods import resolve_method
+    from nasctl.orchestration.service import start_experiment
+    from nasctl.spec import parse_spec
+    from nasctl.store import Store
+
+    spec_data = {
+        "name": f"se-{problem.name}-{seed}",
+        "search_space": problem.search_space,
+        "objectives": {o: {"goal": "minimize", "threshold": r} for o, r in zip(problem.objectives, problem.ref)},
+        "budget": {"max_trials": budget, "parallelism": 1, "max_failures": 0},
+        "trial": {"function": problem.function},
+        "runner": {"scheduler": "inprocess", "cfg": {"workers": 1}},
+        "optimizer": {"method": "auto", "seed": seed},
+    }
+    spec = parse_spec(json.dumps(spec_data), source="<benchmark>")
+    with tempfile.TemporaryDirectory(prefix="nasctl-se-") as tmp:
+        store = Store(f"sqlite:///{tmp}/nasctl.db", create=True)
+        summary = start_experiment(store, spec, tmp, poll_interval=0.1)
+        exp = store.get_experiment(spec.name)
+        trials = store.list_trials(exp.id)
+    if summary.status.value != "COMPLETED":
+        raise RuntimeError(f"nasctl run ended {summary.status.value}: {summary.reason}")
+    return {
+        "values": [t.values for t in trials],
+        "params": [t.parameters for t in trials],
+        "methods": [t.generation_method for t in trials],
+        "gen_seconds": list(summary.generation_seconds),
+        "gen_cpu_seconds": list(summary.generation_cpu_seconds),
+        "optimizer": str(resolve_method(spec)),
+    }
+
+
+def _optuna_distributions(problem: Problem) -> dict[str, Any]:
+    import optuna
+
+    out: dict[str, Any] = {}
+    for name, p in problem.search_space.items():
+        if p["type"] == "float":
+            out[name] = optuna.distributions.FloatDistribution(p["low"], p["high"], log=p.get("log", False))
+        elif p["type"] == "int":
+            out[name] = optuna.distributions.IntDistribution(p["low"], p["high"], log=p.get("log", False))
+        else:
+            out[name] = optuna.distributions.CategoricalDistribution(p["values"])
+    return out
+
+
+def _optuna(problem: Problem, method: str, seed: int, budget: int) -> dict[str, Any]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if method == "random":
+        sampler: Any = optuna.samplers.RandomSampler(seed=seed)
+    elif method == "tpe":
+        sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True)
+    elif method == "nsga2":
+        sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, budget // 5))
+    else:
+        sampler = optuna.samplers.GPSampler(seed=seed)
+    study = optuna.create_study(directions=["minimize"] * len(problem.objectives), sampler=sampler)
+    dists = _optuna_distributions(problem)
+    values, params, gen, cpu = [], [], [], []
+    for _ in range(budget):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        trial = study.ask(dists)
+        gen.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
+        v = problem.evaluate(trial.params)
+        study.tell(trial, [v[o] for o in problem.objectives])
+        values.append(v)
+        params.append(trial.params)
+    return {"values": values, "params": params, "gen_seconds": gen, "gen_cpu_seconds": cpu}
+
+
+def _ax(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
+    import logging
+
+    import torch
+    from ax.api import Client
+    from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig
+
+    logging.disable(logging.WARNING)
+    torch.set_num_threads(1)  # the stock default (all cores) is 2-8x slower on this 2-core machine
+    client = Client(random_seed=seed)
+    params: list[Any] = []
+    for name, p in problem.search_space.items():
+        if p["type"] in ("float", "int"):
+            params.append(RangeParameterConfig(name=name, bounds=(p["low"], p["high"]), parameter_type=p["type"],
+                                               scaling="log" if p.get("log") else "linear"))
+        else:
+            kind = {str: "str", int: "int", float: "float", bool: "bool"}[type(p["values"][0])]
+            params.append(ChoiceParameterConfig(name=name, values=p["values"], parameter_type=kind,  # type: ignore[arg-type]
+                                                is_ordered=bool(p.get("ordered", False))))
+    client.configure_experiment(parameters=params, name=f"ax-{problem.name}")
+    client.configure_optimization(
+        objective=", ".join(f"-{o}" for o in problem.objectives),
+        outcome_constraints=[f"{o} <= {r!r}" for o, r in zip(problem.objectives, problem.ref)],
+    )
+    values, gen, chosen, cpu = [], [], [], []
+    for _ in range(budget):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        trials = client.get_next_trials(max_trials=1)
+        gen.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
+        ((index, x),) = trials.items()
+        v = problem.evaluate(x)
+        client.complete_trial(index, raw_data={o: v[o] for o in problem.objectives})
+        values.append(v)
+        chosen.append(dict(x))
+    return {"values": values, "params": chosen, "gen_seconds": gen, "gen_cpu_seconds": cpu}
+
+
+def run_one(problem_name: str, method: str, seed: int, budget: int, out: Path) -> Path:
+    """Run one (problem, method, seed) and write its JSON result file."""
+    problem = get_problem(problem_name)
+    load0, t0 = os.getloadavg(), time.time()
+    if method == "nasctl":
+        res = run_nasctl(problem, seed, budget)
+    elif method == "ax":
+        res = _ax(problem, seed, budget)
+    else:
+        res = _optuna(problem, method, seed, budget)
+    res.update(
+        problem=problem_name, method=method, seed=seed, budget=budget,
+        hv=hv_trace(problem, res["values"]), wall_seconds=time.time() - t0,
+        loadavg_start=load0, loadavg_end=os.getloadavg(),
+        date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=platform.node(), cpus=os.cpu_count(),
+    )
+    path = result_path(out, problem_name, method, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(res, default=str))
+    tmp.replace(path)
+    return path
+
+
+def result_path(out: Path, problem: str, method: str, seed: int) -> Path:
+    return out / problem / method / f"seed{seed:02d}.json"
+
+
+def _done(out: Path, problem: str, method: str, seed: int, budget: int) -> bool:
+    p = result_path(out, problem, method, seed)
+    if not p.exists():
+        return False
+    try:
+        return int(json.loads(p.read_text())["budget"]) >= budget
+    except (ValueError, KeyError):
+        return False
+
+
+# --- grid, report ----------------------------------------------------------------------------
+CHEAP = ("random", "tpe", "nsga2", "gp")
+
+
+def run_grid(problems: list[str], methods: list[str], seeds: list[int], budget: int, out: Path, jobs: int) -> None:
+    """Every missing run, cheap methods first, `jobs` processes at a time. Runs of the
+    Optuna methods share one process per (problem, method) to save start-up time;
+    nasctl and Ax runs get a fresh process each."""
+    todo: list[tuple[str, str, list[int]]] = []
+    for m in methods:
+        for p in problems:
+            missing = [s for s in seeds if not _done(out, p, m, s, budget)]
+            if m in CHEAP and missing:
+                todo.append((p, m, missing))
+            else:
+                todo += [(p, m, [s]) for s in missing]
+    todo.sort(key=lambda k: (methods.index(k[1]), k[2][0]))
+    running: list[tuple[subprocess.Popen[bytes], tuple[str, str, list[int]]]] = []
+    while todo or running:
+        while todo and len(running) < jobs:
+            p, m, ss = todo.pop(0)
+            cmd = [sys.executable, __file__, "--one", p, m, ",".join(map(str, ss)),
+                   "--budget", str(budget), "--out", str(out)]
+            running.append((subprocess.Popen(cmd, stderr=subprocess.PIPE), (p, m, ss)))
+        for proc, key in list(running):
+            if proc.poll() is not None:
+                running.remove((proc, key))
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                state = "ok" if proc.returncode == 0 else f"FAILED rc={proc.returncode}: {err.strip()[-400:]}"
+                print(f"{key[0]} {key[1]} seeds {key[2]}: {state}", file=sys.stderr, flush=True)
+        time.sleep(0.2)
+
+
+def load_results(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(out.glob("*/*/seed*.json"))]
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def _gen_times(r: dict[str, Any], key: str = "gen_seconds") -> list[float]:
+    """Generation times of candidates proposed with >= GEN_FROM trials observed (parallelism 1:
+    candidate k is proposed after k observations); if the run is shorter, its last 10."""
+    ts = r.get(key) or []
+    start = GEN_FROM if len(ts) > GEN_FROM else max(0, len(ts) - 10)
+    return [t for k, t in enumerate(ts) if k >= start]
+
+
+def report(out: Path, problems: list[str], methods: list[str]) -> str:
+    results = load_results(out)
+    lines = []
+    for pname in problems:
+        prob = get_problem(pname)
+        rows = [r for r in results if r["problem"] == pname]
+        if not rows:
+            continue
+        lines += [f"**{prob.title}** (reference point {', '.join(f'{v:.4g}' for v in prob.ref)}; "
+                  f"max HV {prob.max_hv:.4g})", ""]
+        lines.append("| method | seeds | " + " | ".join(f"HV@{c}" for c in CHECKPOINTS)
+                     + " | gen median (s) | gen p95 (s) | gen CPU median (s) | load avg |")
+        lines.append("|---|---|" + "---|" * len(CHECKPOINTS) + "---|---|---|---|")
+        means: dict[str, dict[int, float]] = {}
+        for m in methods:
+            mr = [r for r in rows if r["method"] == m]
+            if not mr:
+                continue
+            cells, means[m] = [], {}
+            for c in CHECKPOINTS:
+                vals = [r["hv"][c - 1] for r in mr if len(r["hv"]) >= c]
+                if vals:
+                    mu = statistics.fmean(vals)
+                    sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
+                    means[m][c] = mu
+                    cells.append(f"{mu:.3f} ± {sd:.3f}" + ("" if len(vals) == len(mr) else f" (n={len(vals)})"))
+                else:
+                    cells.append("-")
+            gt = [t for r in mr for t in _gen_times(r)]
+            gen = f"{statistics.median(gt):.2f} | {_pct(gt, 0.95):.2f}" if gt else "- | -"
+            ct = [t for r in mr for t in _gen_times(r, "gen_cpu_seconds")]
+            gen += f" | {statistics.median(ct):.2f}" if ct else " | -"
+            loads = [r["loadavg_start"][0] for r in mr] + [r["loadavg_end"][0] for r in mr]
+            name = m + (f" ({mr[0]['optimizer'].split(' ')[0]})" if m == "nasctl" and "optimizer" in mr[0] else "")
+            lines.append(f"| {name} | {len(mr)} | " + " | ".join(cells)
+                         + f" | {gen} | {min(loads):.1f}-{max(loads):.1f} |")
+        lines.append("")
+        if "nasctl" in means:
+            verdicts = []
+            for c in (20, 30):
+                others = {m: v[c] for m, v in means.items() if m != "nasctl" and c in v}
+                if c not in means["nasctl"] or not others:
+                    continue
+                best = max(others, key=lambda k: others[k])
+                ok = means["nasctl"][c] >= others[best]
+                verdicts.append(f"HV@{c} {'met' if ok else 'MISSED'} (nasctl {means['nasctl'][c]:.3f}, "
+                                f"best peer {best} {others[best]:.3f})")
+            nr = [t for r in rows if r["method"] == "nasctl" for t in _gen_times(r)]
+            if nr:
+                med, p95 = statistics.median(nr), _pct(nr, 0.95)
+                verdicts.append(f"generation median {med:.2f} s ({'met' if med <= 1 else 'MISSED'}), "
+                                f"p95 {p95:.2f} s ({'met' if p95 <= 3 else 'MISSED'})")
+            lines += ["Targets: " + "; ".join(verdicts) + ".", ""]
+    return "\n".join(lines)
+
+
+def plot(out: Path, problems: list[str], methods: list[str]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    results = load_results(out)
+    paths = []
+    for pname in problems:
+        rows = [r for r in results if r["problem"] == pname]
+        if not rows:
+            continue
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        for m in methods:
+            mr = [r["hv"] for r in rows if r["method"] == m]
+            if not mr:
+                continue
+            n = min(len(h) for h in mr)
+            arr = np.array([h[:n] for h in mr])
+            x = np.arange(1, n + 1)
+            mu, sd = arr.mean(axis=0), arr.std(axis=0)
+            ax.plot(x, mu, label=f"{m} ({len(mr)})")
+            ax.fill_between(x, mu - sd, mu + sd, alpha=0.15)
+        ax.set_xlabel("trials")
+        ax.set_ylabel("hypervolume / max")
+        ax.set_title(get_problem(pname).title, fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out / f"{pname}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def _seeds(text: str) -> list[int]:
+    if "-" in text:
+        a, b = text.split("-")
+        return list(range(int(a), int(b) + 1))
+    return [int(s) for s in text.split(",")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--problems", default=",".join(PROBLEMS))
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--seeds", default="0-9", help="e.g. 0-9 or 0,3,5")
+    ap.add_argument("--budget", type=int, default=50)
+    ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (processes)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--report", action="store_true", help="only print the table and plots from stored results")
+    ap.add_argument("--one", nargs=3, metavar=("PROBLEM", "METHOD", "SEED"), help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.one:
+        for seed in _seeds(a.one[2]):
+            run_one(a.one[0], a.one[1], seed, a.budget, a.out)
+        return 0
+    problems, methods = a.problems.split(","), a.methods.split(",")
+    for p in problems:
+        get_problem(p)
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        ap.error(f"unknown methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
+    if not a.report:
+        run_grid(problems, methods, _seeds(a.seeds), a.budget, a.out, a.jobs)
+    print(report(a.out, problems, methods))
+    for p in plot(a.out, problems, methods):
+        print(f"plot: {p}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
