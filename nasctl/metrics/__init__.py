@@ -8,6 +8,10 @@ from typing import Any
 
 from nasctl.types import Observation
 
+#: A trial may write this JSON object into NASCTL_LOG_DIR: how it ran (device,
+#: precision, versions, ...). The loop stores it with the trial (see the trial contract).
+TRIAL_INFO_FILE = "trial_info.json"
+
 
 def _enc(x: float) -> float | str:
     return x if math.isfinite(x) else repr(x)  # 'nan', 'inf', '-inf': JSON has no NaN

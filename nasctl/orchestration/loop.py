@@ -42,7 +42,7 @@ from datetime import timezone
 from typing import Any
 
 from nasctl.errors import MetricsError, RunnerError
-from nasctl.metrics import MetricSummary
+from nasctl.metrics import TRIAL_INFO_FILE, MetricSummary
 from nasctl.metrics.tensorboard import TensorBoardReader
 from nasctl.orchestration import failpoints
 from nasctl.orchestration.early_stopping import (
@@ -65,7 +65,6 @@ LOG_TAIL_LINES = 40
 LEASE_STALE_SECONDS = 30.0
 HEARTBEAT_SECONDS = 5.0
 REQUEST_POLL_SECONDS = 1.0
-TRIAL_INFO_FILE = "trial_info.json"  # written by trials into NASCTL_LOG_DIR (see the trial contract)
 MAX_TRIAL_INFO_BYTES = 64_000
 
 

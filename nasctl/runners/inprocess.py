@@ -31,6 +31,7 @@ from typing import Any
 
 from nasctl.errors import BadInputError, RunnerError, SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob
+from nasctl.runners.launcher import read_json, write_json_atomic
 from nasctl.search_spaces.function import FUNCTION_ENTRY_MODULE, parse_args, run_function
 
 OUTCOME = "inprocess.json"
@@ -103,16 +104,13 @@ class InProcessRunner(Runner):
         except Exception as e:  # the trial's failure, reported like a crashed process's
             outcome.update(ok=False, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         outcome["ended"] = time.time()
-        tmp = _outcome_path(request.trial_dir) + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(outcome, f)
-        os.replace(tmp, _outcome_path(request.trial_dir))
+        write_json_atomic(_outcome_path(request.trial_dir), outcome)
 
     def _one_status(self, job: SubmittedJob) -> JobStatus:
         if job.handle in self._cancelled:
             return JobStatus(JobState.CANCELLED, "cancelled")
         trial_dir = job.metadata.get("trial_dir")
-        outcome = _read(_outcome_path(trial_dir)) if trial_dir else None
+        outcome = read_json(_outcome_path(trial_dir)) if trial_dir else None
         if outcome is not None:
             if outcome.get("ok"):
                 return JobStatus(JobState.SUCCEEDED, None, 0)
@@ -138,7 +136,7 @@ class InProcessRunner(Runner):
 
     def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
         trial_dir = job.metadata.get("trial_dir")
-        outcome = (_read(_outcome_path(trial_dir)) if trial_dir else None) or {}
+        outcome = (read_json(_outcome_path(trial_dir)) if trial_dir else None) or {}
         text = outcome.get("traceback") or outcome.get("error") or ""
         return "\n".join(str(text).splitlines()[-lines:])
 
@@ -151,15 +149,6 @@ class InProcessRunner(Runner):
     def close(self) -> None:
         """Wait for calls in progress (they cannot be interrupted), then drop the pool."""
         self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _read(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def create_runner(cfg: Mapping[str, Any] | None = None) -> InProcessRunner:

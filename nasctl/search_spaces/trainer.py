@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from nasctl.errors import BadInputError, TrialSetupError
+from nasctl.metrics import TRIAL_INFO_FILE
 from nasctl.metrics.latency import PRECISIONS
 from nasctl.search_spaces import TRAINER_METRICS, TRAINER_PARAMETERS  # noqa: F401 - re-exported
 
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 
     from nasctl.search_spaces.data import ArrayDataset
 
-INFO_FILE = "trial_info.json"
 LIGHTNING_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
 
 COST_METRICS = ("num_params", "model_bytes", "mflops", "latency_ms")
@@ -141,7 +141,7 @@ def measure_costs(
 def write_info(log_dir: str, info: dict[str, Any]) -> None:
     """Write trial_info.json atomically (the orchestrator may read it at any time)."""
     os.makedirs(log_dir, exist_ok=True)
-    path = os.path.join(log_dir, INFO_FILE)
+    path = os.path.join(log_dir, TRIAL_INFO_FILE)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(info, f, indent=1, sort_keys=True, default=str)
