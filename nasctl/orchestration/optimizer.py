@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nasctl.orchestration.gpfit import FitCache
 from nasctl.orchestration.methods import resolve_method
 from nasctl.orchestration.strategies import build_strategy
 from nasctl.spec import ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
@@ -174,6 +175,7 @@ class AxOptimizer:
         self.spec = spec
         self.names = ax_metric_names(spec)
         self.client = Client(random_seed=spec.optimizer.seed)
+        self.fits = FitCache()  # warm starts for the GP fits of successive proposals
         params: list[Any] = []
         for name, p in spec.tunable.items():
             if isinstance(p, (IntParameter, FloatParameter)):
@@ -249,8 +251,10 @@ class AxOptimizer:
 
         Every trial is attached in index order with its outcome; CANDIDATE and
         RUNNING ones stay pending. The quasi-random generator is fast-forwarded
-        past the points already drawn, so the resumed run proposes exactly what
-        an uninterrupted run would have proposed next, never the same points again.
+        past the points already drawn, so the resumed run draws exactly the
+        quasi-random points an uninterrupted run would have drawn next, never
+        the same points again. (Model-based proposals see the same data; their
+        first GP fit after a resume starts cold, see `gpfit`.)
         """
         sobol_drawn = sum(1 for t in trials if t.method == "Sobol")
         for node in self.client._generation_strategy._nodes:  # noqa: SLF001 - no public hook
@@ -282,7 +286,8 @@ class AxOptimizer:
     def generate(self, n: int) -> list[Candidate]:
         """Up to `n` new candidates (fewer when the strategy is between steps)."""
         use_prebuilt_extension()
-        trials = self.client.get_next_trials(max_trials=n)
+        with self.fits.active():
+            trials = self.client.get_next_trials(max_trials=n)
         out = []
         for index, params in sorted(trials.items()):
             out.append(Candidate(index, dict(params), self._method(index)))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nasctl.orchestration import gpfit
 from nasctl.spec import ExperimentSpec
 
 SAAS_NUTS = {"warmup_steps": 128, "num_samples": 128, "thinning": 16, "max_tree_depth": 6}
@@ -23,28 +24,8 @@ SAAS_NUTS = {"warmup_steps": 128, "num_samples": 128, "thinning": 16, "max_tree_
 steps (BoTorch's defaults are 512/256/16 = 16 samples, ~4x the cost)."""
 
 
-FIT_MAXITER = 100
-"""L-BFGS-B iterations for fitting the categorical GP's hyperparameters. The
-mixed kernel's many lengthscales made BoTorch's fit (no limit) take ~1,000
-likelihood evaluations; the optimum moves little after the first hundred."""
-
-
-def _register_categorical_fit() -> None:
-    """Fit MixedSingleTaskGP with a bounded number of L-BFGS-B iterations, through
-    Ax's own dispatcher for model fitting (registered once per process)."""
-    from ax.generators.torch.botorch_modular.utils import fit_botorch_model
-    from botorch.fit import fit_gpytorch_mll
-    from botorch.models.gp_regression_mixed import MixedSingleTaskGP
-
-    if getattr(_register_categorical_fit, "done", False):
-        return
-
-    @fit_botorch_model.register(MixedSingleTaskGP)
-    def _fit_mixed(model: Any, mll_class: Any, mll_options: dict[str, Any] | None = None) -> None:
-        mll = mll_class(likelihood=model.likelihood, model=model, **(mll_options or {}))
-        fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": FIT_MAXITER}})
-
-    _register_categorical_fit.done = True  # type: ignore[attr-defined]
+DEFAULT_MC_SAMPLES = 128
+"""BoTorch's quasi-MC sample count for its acquisition functions."""
 
 
 def mc_samples(objectives: int) -> int:
@@ -52,7 +33,7 @@ def mc_samples(objectives: int) -> int:
     needs its own box decomposition of the baseline front (~60 ms each at 25
     trials on a loaded 2-core machine: 7.6 s of a 15 s proposal with BoTorch's
     128); 32 QMC samples keep the estimate's ranking of candidates."""
-    return 128 if objectives <= 2 else 32
+    return DEFAULT_MC_SAMPLES if objectives <= 2 else 32
 
 
 def acquisition_budget(dims: int) -> dict[str, int]:
@@ -70,8 +51,11 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
     from ax.api.utils.generation_strategy_dispatch import choose_generation_strategy
     from ax.api.utils.structs import GenerationStrategyDispatchStruct
     from ax.generators.torch.botorch_modular.surrogate import ModelConfig
+    import torch
     from botorch.models.fully_bayesian import SaasFullyBayesianSingleTaskGP
+    from botorch.sampling.normal import SobolQMCNormalSampler
 
+    gpfit.register()
     seed = spec.optimizer.seed
     if method == "sobol":
         struct = GenerationStrategyDispatchStruct(method="random_search", initialization_random_seed=seed)
@@ -83,7 +67,6 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
             name="SAASBO",
         )
     elif method == "categorical":
-        _register_categorical_fit()
         config = ModelConfig(name="categorical")
     elif method == "botorch":
         config = ModelConfig(name="botorch")
@@ -110,10 +93,17 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
                 # local search over neighbouring choices: each start is refined
                 # exactly, so fewer starts suffice than for gradient ascent
                 budget = {"num_restarts": 4, "raw_samples": 128}
-            gspec.generator_kwargs["acquisition_options"] = {
-                **gspec.generator_kwargs.get("acquisition_options", {}),
-                "mc_samples": mc_samples(len(spec.objectives)),
-            }
+            samples = mc_samples(len(spec.objectives))
+            if samples != DEFAULT_MC_SAMPLES:
+                # `botorch_acqf_options` reach BoTorch's input constructor (Ax's
+                # `acquisition_options` configure its wrapper and ignore sample
+                # counts). A sampler, not `mc_samples`: Ax switches to
+                # qLogProbabilityOfFeasibility while no trial is feasible, and
+                # its constructor takes a sampler but no `mc_samples`.
+                gspec.generator_kwargs["botorch_acqf_options"] = {
+                    **gspec.generator_kwargs.get("botorch_acqf_options", {}),
+                    "sampler": SobolQMCNormalSampler(sample_shape=torch.Size([samples]), seed=seed),
+                }
             options: dict[str, Any] = {"optimizer_kwargs": budget}
             gspec.generator_gen_kwargs = {
                 **gspec.generator_gen_kwargs,

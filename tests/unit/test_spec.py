@@ -42,8 +42,16 @@ def test_defaults_and_views() -> None:
     assert spec.fixed == {"epochs": 1}
     assert spec.metric_names == ["val_acc", "num_params"]
     assert spec.budget.max_failures == 5
-    # default initial trials: 2 per tunable dimension, at least 5, never above the budget
+    # default initial trials: 5, never above the budget
     assert spec.initial_trials == 4
+
+
+@pytest.mark.parametrize(("max_trials", "parallelism", "initial"), [(50, 1, 5), (50, 8, 8), (6, 8, 6), (3, 1, 3)])
+def test_default_initial_trials(max_trials: int, parallelism: int, initial: int) -> None:
+    """5 quasi-random trials whatever the number of parameters, more when more trials start together."""
+    spec = parse_spec(BASE.replace("max_trials: 4", f"max_trials: {max_trials}, parallelism: {parallelism}"))
+    assert len(spec.tunable) == 3
+    assert spec.initial_trials == initial
 
 
 def _err(text: str) -> str:

@@ -1,0 +1,107 @@
+"""GP fits: warm starts between proposals, the 3-objective sample count, and
+proposals while no trial meets the thresholds."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from nasctl.orchestration import gpfit
+from nasctl.orchestration.optimizer import AxOptimizer
+from nasctl.spec import ExperimentSpec, parse_spec
+
+
+def make_spec(objectives: int, threshold: float = 1.5, max_trials: int = 30) -> ExperimentSpec:
+    data = {
+        "name": "g",
+        "search_space": {f"x{i}": {"type": "float", "low": 0.0, "high": 1.0} for i in range(3)},
+        "objectives": {f"f{k}": {"goal": "minimize", "threshold": threshold} for k in range(objectives)},
+        "budget": {"max_trials": max_trials},
+        "trial": {"script": "/bin/true"},
+        "optimizer": {"seed": 2, "initial_trials": 5, "method": "botorch"},
+    }
+    return parse_spec(json.dumps(data))
+
+
+def f(p: dict[str, Any], objectives: int) -> dict[str, float]:
+    x = [float(p[f"x{i}"]) for i in range(3)]
+    return {f"f{k}": sum((xi - 0.2 * k) ** 2 for xi in x) + 0.1 * k for k in range(objectives)}
+
+
+def propose(opt: AxOptimizer, n: int, objectives: int) -> None:
+    for _ in range(n):
+        (c,) = opt.generate(1)
+        check = f(c.parameters, objectives)
+        opt.complete(c.index, check)
+
+
+def test_successive_fits_start_warm_and_go_cold_as_data_grows() -> None:
+    opt = AxOptimizer(make_spec(2))
+    propose(opt, 6, 2)  # 5 quasi-random, then the first model fit (cold)
+    assert opt.fits.fits >= 1 and opt.fits.warm_fits == 0
+    propose(opt, 1, 2)  # 6 observations after a cold start at 5: warm
+    assert opt.fits.warm_fits == 1
+    (entry,) = opt.fits.entries.values()
+    assert entry.cold_size == 5
+    propose(opt, 1, 2)  # 7 >= 1.25 x 5: cold again, from the new size
+    assert opt.fits.warm_fits == 1
+    (entry,) = opt.fits.entries.values()
+    assert entry.cold_size == 7
+
+
+def test_warm_start_loads_the_previous_hyperparameters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fit of the next proposal starts from the parameters the last fit ended with."""
+    opt = AxOptimizer(make_spec(2))
+    propose(opt, 6, 2)
+    (before,) = [e.values for e in opt.fits.entries.values()]
+    seen: dict[str, Any] = {}
+
+    def spy(mll: Any, optimizer_kwargs: Any = None, **_: Any) -> Any:
+        seen.update({n: p.detach().clone() for n, p in mll.model.named_parameters()})
+        seen["maxiter"] = (optimizer_kwargs or {}).get("options", {}).get("maxiter")
+        return mll.eval()
+
+    import botorch.fit
+
+    monkeypatch.setattr(botorch.fit, "fit_gpytorch_mll", spy)
+    propose(opt, 1, 2)
+    assert seen["maxiter"] == gpfit.WARM_MAXITER
+    for name, value in before.items():
+        assert seen[name].equal(value), name
+
+
+def test_fits_outside_an_optimizer_are_plain() -> None:
+    """Ax used elsewhere in the process fits as it would without nasctl."""
+    import torch
+    from botorch.models import SingleTaskGP
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    gpfit.register()
+    from ax.generators.torch.botorch_modular.utils import fit_botorch_model
+
+    x = torch.rand(8, 2, dtype=torch.float64)
+    model = SingleTaskGP(x, x.sum(-1, keepdim=True))
+    fit_botorch_model(model, mll_class=ExactMarginalLogLikelihood)
+    assert not model.training  # fitted (BoTorch leaves a fitted model in eval mode)
+
+
+def test_three_objectives_use_fewer_samples_and_propose_while_nothing_is_feasible() -> None:
+    """With 3 objectives the acquisition gets a 32-sample sampler. While no trial
+    meets every threshold Ax switches to the probability of feasibility, whose
+    constructor takes the same sampler."""
+    spec = make_spec(3, threshold=0.01, max_trials=8)  # nothing reaches 0.01 in all three
+    opt = AxOptimizer(spec)
+    samplers = [g.generator_kwargs.get("botorch_acqf_options", {}).get("sampler")
+                for node in opt.client._generation_strategy._nodes for g in node.generator_specs]
+    assert [s.sample_shape[0] for s in samplers if s is not None] == [32]
+    propose(opt, 7, 3)
+    assert sum(1 for t in opt.client._experiment.trials.values() if t.status.is_completed) == 7
+
+
+def test_two_objectives_keep_botorchs_default_samples() -> None:
+    opt = AxOptimizer(make_spec(2))
+    for node in opt.client._generation_strategy._nodes:
+        for g in node.generator_specs:
+            assert "sampler" not in g.generator_kwargs.get("botorch_acqf_options", {})
