@@ -11,14 +11,14 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator, TypeVar
+from typing import Any, Iterator, TypeVar, cast
 
-from sqlalchemy import create_engine, event, func, insert, select, update
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import Column, Select, Table, bindparam, create_engine, event, func, insert, select, update
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import (
     ArgumentError,
     DBAPIError,
@@ -28,6 +28,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql.dml import Update
 
 from nasctl.errors import AlreadyExistsError, BadInputError, LeaseError, NotFoundError, StorageError
 from nasctl.store import migrate
@@ -113,26 +114,81 @@ def _set_sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def _insert_observations(s: Session, trial_id: int, observations: Sequence[Observation]) -> int:
+# The write paths of a trial's life (add_trial, mark_trial_running,
+# add_observations, finish_trial) run once or more per trial, so they use Core
+# statements on a plain connection: no identity map, no unit-of-work flush, no
+# row loaded only to be changed. Each statement is built once, so its cache key
+# and compiled form are reused on every call.
+_TRIALS = cast(Table, TrialRow.__table__)
+_OBSERVATIONS = cast(Table, ObservationRow.__table__)
+_EVENTS = cast(Table, EventRow.__table__)
+_INSERT_TRIAL = insert(_TRIALS)
+_INSERT_EVENT = insert(_EVENTS)
+_INSERT_OBSERVATIONS = insert(_OBSERVATIONS)
+_STORED_STEPS = select(_OBSERVATIONS.c.metric, _OBSERVATIONS.c.step).where(
+    _OBSERVATIONS.c.trial_id == bindparam("trial_id"),
+    _OBSERVATIONS.c.metric.in_(bindparam("metrics", expanding=True)),
+)
+
+
+@functools.cache
+def _trial_update(columns: tuple[str, ...], returning: bool) -> Update:
+    """UPDATE trials SET `columns` WHERE id = :trial_id, one statement per shape.
+
+    With `returning`, it also returns the other columns of a TrialRecord (those
+    the caller does not already know), so that the updated record needs no
+    SELECT where the database supports UPDATE ... RETURNING.
+    """
+    stmt = update(_TRIALS).where(_TRIALS.c.id == bindparam("trial_id")).values({c: bindparam(c) for c in columns})
+    if returning:
+        stmt = stmt.returning(*_other_trial_columns(columns))
+    return stmt
+
+
+@functools.cache
+def _trial_columns_select(columns: tuple[str, ...]) -> Select[Any]:
+    """SELECT the trial columns other than `columns` (for databases without UPDATE ... RETURNING)."""
+    return select(*_other_trial_columns(columns)).where(_TRIALS.c.id == bindparam("trial_id"))
+
+
+def _other_trial_columns(columns: tuple[str, ...]) -> list[Column[Any]]:
+    """The columns a TrialRecord needs besides `columns` (the reader's state is not in it)."""
+    return [c for c in _TRIALS.c if c.name not in columns and c.name != "reader_state"]
+
+
+_RECORD_COLUMNS = tuple(c.name for c in _other_trial_columns(()))
+"""The trial columns a TrialRecord holds."""
+
+
+def _update_trial(c: Connection, trial_id: int, values: dict[str, Any]) -> dict[str, Any]:
+    """Set `values` on a trial and return its columns by name (all that a
+    TrialRecord holds), in one statement where the database has
+    UPDATE ... RETURNING (else UPDATE, then SELECT). The values just set
+    are returned as given, not as read back."""
+    columns = tuple(values)
+    params = {"trial_id": trial_id, **values}
+    if c.dialect.update_returning:
+        row = c.execute(_trial_update(columns, True), params).one_or_none()
+    else:
+        c.execute(_trial_update(columns, False), params)
+        row = c.execute(_trial_columns_select(columns), {"trial_id": trial_id}).one_or_none()
+    assert row is not None, f"no trial with id {trial_id}"
+    return {**row._mapping, **values}
+
+
+def _insert_observations(c: Connection, trial_id: int, observations: Sequence[Observation]) -> int:
     """Add the finite observations whose (metric, step) is not stored yet; returns how many."""
     rows = [o for o in observations if math.isfinite(o.value)]
     if not rows:
         return 0
-    existing = set(
-        s.execute(
-            select(ObservationRow.metric, ObservationRow.step).where(
-                ObservationRow.trial_id == trial_id,
-                ObservationRow.metric.in_({o.metric for o in rows}),
-            )
-        ).all()
-    )
+    existing = set(c.execute(_STORED_STEPS, {"trial_id": trial_id, "metrics": sorted({o.metric for o in rows})}).all())
     fresh: dict[tuple[str, int], Observation] = {}
     for o in rows:
         key = (o.metric, o.step)
         if key not in existing:
             fresh[key] = o  # a step logged twice keeps its last value
-    if fresh:  # one executemany (the ORM would add a statement per row to fetch ids nobody reads)
-        s.execute(insert(ObservationRow), [
+    if fresh:  # one executemany
+        c.execute(_INSERT_OBSERVATIONS, [
             {"trial_id": trial_id, "metric": o.metric, "step": o.step, "value": o.value, "wall_time": o.wall_time}
             for o in fresh.values()
         ])
@@ -226,6 +282,12 @@ class Store:
     def _session(self) -> Iterator[Session]:
         with self._sessions.begin() as s:
             yield s
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """One transaction on a Core connection (committed on exit, rolled back on error)."""
+        with self.engine.begin() as c:
+            yield c
 
     # --- experiments ------------------------------------------------------
     @retrying
@@ -363,33 +425,28 @@ class Store:
     ) -> TrialRecord:
         """Record a CANDIDATE trial (write-ahead: before it is submitted)."""
         now = utcnow()
-        row = TrialRow(
-            experiment_id=experiment_id,
-            index=index,
-            parameters=parameters,
-            status=TrialStatus.CANDIDATE.value,
-            generation_method=generation_method,
-            job_name=job_name,
-            log_dir=log_dir,
-            runner_metadata={},
-            reader_state={},
-            values={},
-            created_at=now,
-        )
+        values: dict[str, Any] = {
+            "experiment_id": experiment_id,
+            "index": index,
+            "parameters": parameters,
+            "status": TrialStatus.CANDIDATE.value,
+            "generation_method": generation_method,
+            "job_name": job_name,
+            "log_dir": log_dir,
+            "runner_metadata": {},
+            "reader_state": {},
+            "values": {},
+            "created_at": now,
+        }
         try:
-            with self._session() as s:
-                s.add(row)
-                s.flush()
-                s.add(
-                    EventRow(
-                        experiment_id=experiment_id,
-                        trial_index=index,
-                        time=now,
-                        kind="candidate",
-                        message=f"trial {index} proposed by {generation_method}",
-                    )
-                )
-                return _trial(row)
+            with self._transaction() as c:
+                key = c.execute(_INSERT_TRIAL, values).inserted_primary_key
+                assert key is not None
+                c.execute(_INSERT_EVENT, {
+                    "experiment_id": experiment_id, "trial_index": index, "time": now, "kind": "candidate",
+                    "message": f"trial {index} proposed by {generation_method}",
+                })
+            return _trial_from({**values, "id": key[0]})
         except IntegrityError:
             # A retry after a lost connection whose commit had gone through: the
             # same trial is already there. Anything else is a real conflict.
@@ -406,24 +463,16 @@ class Store:
         self, trial_id: int, job_handle: str, scheduler: str, runner_metadata: dict[str, Any]
     ) -> TrialRecord:
         now = utcnow()
-        with self._session() as s:
-            row = s.get(TrialRow, trial_id)
-            assert row is not None
-            row.status = TrialStatus.RUNNING.value
-            row.job_handle = job_handle
-            row.scheduler = scheduler
-            row.runner_metadata = runner_metadata
-            row.started_at = now
-            s.add(
-                EventRow(
-                    experiment_id=row.experiment_id,
-                    trial_index=row.index,
-                    time=now,
-                    kind="submitted",
-                    message=f"trial {row.index} submitted as {job_handle}",
-                )
-            )
-            return _trial(row)
+        with self._transaction() as c:
+            row = _update_trial(c, trial_id, {
+                "status": TrialStatus.RUNNING.value, "job_handle": job_handle, "scheduler": scheduler,
+                "runner_metadata": runner_metadata, "started_at": now,
+            })
+            c.execute(_INSERT_EVENT, {
+                "experiment_id": row["experiment_id"], "trial_index": row["index"], "time": now, "kind": "submitted",
+                "message": f"trial {row['index']} submitted as {job_handle}",
+            })
+        return _trial_from(row)
 
     @retrying
     def finish_trial(
@@ -444,26 +493,26 @@ class Store:
         finished trial instead of three."""
         assert status.is_terminal
         now = utcnow()
-        with self._session() as s:
-            row = s.get(TrialRow, trial_id)
-            assert row is not None
-            _insert_observations(s, trial_id, observations)
-            if reader_state is not None:
-                row.reader_state = reader_state
-            row.status = status.value
-            row.values = {k: float(v) for k, v in (values or {}).items() if math.isfinite(float(v))}
-            row.failure_reason = failure_reason
-            row.log_tail = log_tail
-            if info is not None:
-                row.info = info
-            row.ended_at = now
-            msg = f"trial {row.index} {status.value.lower()}" + (f": {failure_reason}" if failure_reason else "")
-            s.add(
-                EventRow(
-                    experiment_id=row.experiment_id, trial_index=row.index, time=now, kind="finished", message=msg
-                )
-            )
-            return _trial(row)
+        changes: dict[str, Any] = {
+            "status": status.value,
+            "values": {k: float(v) for k, v in (values or {}).items() if math.isfinite(float(v))},
+            "failure_reason": failure_reason,
+            "log_tail": log_tail,
+            "ended_at": now,
+        }
+        if info is not None:
+            changes["info"] = info
+        if reader_state is not None:
+            changes["reader_state"] = reader_state
+        with self._transaction() as c:
+            row = _update_trial(c, trial_id, changes)
+            _insert_observations(c, trial_id, observations)
+            msg = f"trial {row['index']} {status.value.lower()}" + (f": {failure_reason}" if failure_reason else "")
+            c.execute(_INSERT_EVENT, {
+                "experiment_id": row["experiment_id"], "trial_index": row["index"], "time": now, "kind": "finished",
+                "message": msg,
+            })
+        return _trial_from(row)
 
     @retrying
     def save_reader_state(self, trial_id: int, state: dict[str, Any]) -> None:
@@ -508,10 +557,10 @@ class Store:
         save the reader's state with them (one transaction). Returns how many were new."""
         if reader_state is None and not any(math.isfinite(o.value) for o in observations):
             return 0
-        with self._session() as s:
-            n = _insert_observations(s, trial_id, observations)
+        with self._transaction() as c:
+            n = _insert_observations(c, trial_id, observations)
             if reader_state is not None:
-                s.execute(update(TrialRow).where(TrialRow.id == trial_id).values(reader_state=reader_state))
+                c.execute(_trial_update(("reader_state",), False), {"trial_id": trial_id, "reader_state": reader_state})
             return n
 
     @retrying
@@ -577,27 +626,33 @@ def _experiment(r: ExperimentRow) -> ExperimentRecord:
     )
 
 
-def _trial(r: TrialRow) -> TrialRecord:
+def _trial_from(m: Mapping[str, Any]) -> TrialRecord:
+    """A record from a trial's column values by name (a Core row's mapping, or what was just written)."""
     return TrialRecord(
-        id=r.id,
-        experiment_id=r.experiment_id,
-        index=r.index,
-        parameters=dict(r.parameters),
-        status=TrialStatus(r.status),
-        generation_method=r.generation_method,
-        created_at=r.created_at,
-        job_name=r.job_name,
-        job_handle=r.job_handle,
-        scheduler=r.scheduler,
-        log_dir=r.log_dir,
-        runner_metadata=dict(r.runner_metadata or {}),
-        values=dict(r.values or {}),
-        started_at=r.started_at,
-        ended_at=r.ended_at,
-        failure_reason=r.failure_reason,
-        log_tail=r.log_tail,
-        info=dict(r.info) if r.info is not None else None,
+        id=m["id"],
+        experiment_id=m["experiment_id"],
+        index=m["index"],
+        parameters=dict(m["parameters"]),
+        status=TrialStatus(m["status"]),
+        generation_method=m["generation_method"],
+        created_at=m["created_at"],
+        job_name=m.get("job_name"),
+        job_handle=m.get("job_handle"),
+        scheduler=m.get("scheduler"),
+        log_dir=m.get("log_dir"),
+        runner_metadata=dict(m.get("runner_metadata") or {}),
+        values=dict(m.get("values") or {}),
+        started_at=m.get("started_at"),
+        ended_at=m.get("ended_at"),
+        failure_reason=m.get("failure_reason"),
+        log_tail=m.get("log_tail"),
+        info=dict(m["info"]) if m.get("info") is not None else None,
     )
+
+
+def _trial(r: TrialRow) -> TrialRecord:
+    """A record from an ORM row (the ORM's attributes are named after the columns)."""
+    return _trial_from({name: getattr(r, name) for name in _RECORD_COLUMNS})
 
 
 __all__ = ["Store", "resolve_url", "DEFAULT_URL", "SQLAlchemyError"]

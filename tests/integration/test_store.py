@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import StatementError
 
-from nasctl.errors import AlreadyExistsError, LeaseError, NotFoundError, SchemaOutdatedError
+from nasctl.errors import AlreadyExistsError, LeaseError, NotFoundError, SchemaOutdatedError, StorageError
 from nasctl.store import Store
 from nasctl.store import migrate
-from nasctl.types import ExperimentStatus, Observation, TrialStatus
+from nasctl.store import store as store_module
+from nasctl.types import ExperimentStatus, Observation, TrialRecord, TrialStatus
 
 
 def test_round_trip(db_url: str) -> None:
@@ -165,3 +169,87 @@ def test_sqlite_uses_wal(sqlite_url: str) -> None:
     with store.engine.connect() as c:
         assert c.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert c.execute(text("PRAGMA foreign_keys")).scalar() == 1
+
+
+def _same_time(a: datetime | None, b: datetime | None) -> bool:
+    """Equal to the second (MariaDB's DATETIME keeps no fraction)."""
+    return a is None and b is None or a is not None and b is not None and abs(a - b) < timedelta(seconds=1)
+
+
+def _assert_same_record(got: TrialRecord, stored: TrialRecord) -> None:
+    times = ("created_at", "started_at", "ended_at")
+    for name in times:
+        assert _same_time(getattr(got, name), getattr(stored, name)), name
+    assert replace(got, created_at=stored.created_at, started_at=stored.started_at, ended_at=stored.ended_at) == stored
+
+
+def test_trial_writes_return_what_is_stored(db_url: str) -> None:
+    """The records add_trial, mark_trial_running and finish_trial return are
+    the rows as stored, columns they did not write included."""
+    store = Store(db_url, create=True)
+    exp = store.create_experiment("e", {}, "/tmp/e")
+    params = {"h": 32, "lr": 0.5, "act": "gelu", "flag": True}
+    t = store.add_trial(exp.id, 0, params, "Sobol", "e-0", "/tmp/e/0")
+    _assert_same_record(t, store.get_trial(exp.id, 0))
+    assert t.status == TrialStatus.CANDIDATE and t.runner_metadata == {} and t.values == {} and t.info is None
+    running = store.mark_trial_running(t.id, "local_cwd://torchx/e-0", "local_cwd", {"stdout": "/x"})
+    _assert_same_record(running, store.get_trial(exp.id, 0))
+    assert running.parameters == params and running.job_name == "e-0" and running.log_dir == "/tmp/e/0"
+    assert running.status == TrialStatus.RUNNING and running.started_at is not None
+    curve = [Observation("val_acc", s, 0.1 * s, 100.0 + s) for s in range(3)]
+    assert store.add_observations(t.id, curve, reader_state={"offsets": {"a": 1}}) == 3
+    assert store.reader_state(t.id) == {"offsets": {"a": 1}}
+    info = {"precision": "bf16", "argv": ["--x", "1"]}
+    last = [Observation("val_acc", 3, 0.4), Observation("val_acc", 3, 0.45), Observation("val_acc", 2, 0.9)]
+    done = store.finish_trial(t.id, TrialStatus.COMPLETED, {"val_acc": 0.45, "bad": math.nan}, info=info,
+                              observations=last, reader_state={"offsets": {"a": 2}})
+    _assert_same_record(done, store.get_trial(exp.id, 0))
+    assert done.values == {"val_acc": 0.45} and done.info == info and done.job_handle == "local_cwd://torchx/e-0"
+    assert done.runner_metadata == {"stdout": "/x"} and done.parameters == params
+    assert [(o.step, o.value) for o in store.observations(t.id)] == [(0, 0.0), (1, 0.1), (2, 0.2), (3, 0.45)]
+    assert store.reader_state(t.id) == {"offsets": {"a": 2}}
+    again = store.finish_trial(t.id, TrialStatus.FAILED, failure_reason="exit 1", log_tail="boom")
+    assert again.info == info and again.failure_reason == "exit 1" and again.values == {}  # no new info: kept
+    _assert_same_record(again, store.get_trial(exp.id, 0))
+    assert [(e.kind, e.message, e.trial_index) for e in store.events(exp.id)][1:] == [
+        ("candidate", "trial 0 proposed by Sobol", 0),
+        ("submitted", "trial 0 submitted as local_cwd://torchx/e-0", 0),
+        ("finished", "trial 0 completed", 0),
+        ("finished", "trial 0 failed: exit 1", 0),
+    ]
+    store.close()
+
+
+def test_trial_writes_are_all_or_nothing(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call that fails part-way leaves nothing of itself behind."""
+    store = Store(db_url, create=True)
+    exp = store.create_experiment("e", {}, "/tmp/e")
+    t = store.add_trial(exp.id, 0, {"x": 1}, "Sobol", "e-0", "/tmp/e/0")
+    store.mark_trial_running(t.id, "h", "local_cwd", {})
+    store.add_observations(t.id, [Observation("acc", 0, 0.1)], reader_state={"offsets": {"a": 1}})
+    events = store.events(exp.id)
+
+    # the observations go in, then the reader's state cannot be encoded (by SQLAlchemy or by the driver)
+    with pytest.raises((StatementError, TypeError), match="not JSON serializable"):
+        store.add_observations(t.id, [Observation("acc", 1, 0.2)], reader_state={"bad": object()})
+    assert [o.step for o in store.observations(t.id)] == [0]
+
+    def insert_then_fail(*args: Any) -> int:
+        real(*args)
+        raise RuntimeError("failed after the trial's update and its observations")
+
+    real = store_module._insert_observations
+    monkeypatch.setattr(store_module, "_insert_observations", insert_then_fail)
+    with pytest.raises(RuntimeError, match="failed after"):
+        store.finish_trial(t.id, TrialStatus.COMPLETED, {"acc": 0.3}, observations=[Observation("acc", 2, 0.3)],
+                           reader_state={"offsets": {"a": 2}})
+    monkeypatch.undo()
+    trial = store.get_trial(exp.id, 0)
+    assert trial.status == TrialStatus.RUNNING and trial.values == {} and trial.ended_at is None
+    assert [o.step for o in store.observations(t.id)] == [0]
+    assert store.reader_state(t.id) == {"offsets": {"a": 1}}
+    assert store.events(exp.id) == events
+    with pytest.raises(StorageError):  # another trial at the same index: nothing of it is stored
+        store.add_trial(exp.id, 0, {"x": 2}, "Sobol", "e-0b", "/tmp/e/0b")
+    assert len(store.list_trials(exp.id)) == 1 and store.events(exp.id) == events
+    store.close()
