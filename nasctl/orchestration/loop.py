@@ -231,6 +231,13 @@ class _Stop(Exception):
         self.reason, self.cancel = reason, cancel
 
 
+FAST_POLL_SECONDS = 0.05
+"""Poll interval while a running trial is near its expected end."""
+
+DUE_FRACTION = 0.8
+"""A running trial is near its end once it has run this share of the median trial."""
+
+
 def _epoch(t: TrialRecord) -> float:
     ts = t.started_at or t.created_at
     return ts.replace(tzinfo=timezone.utc).timestamp()
@@ -357,7 +364,7 @@ class Orchestrator:
                 self._emit()
                 if not self._running and (reason is not None or self._budget_spent()):
                     break
-                time.sleep(self.poll_interval)
+                time.sleep(self._sleep_seconds())
             if self._ready:
                 self._abandon_ready(reason or "budget reached")
         except _Stop as stop:
@@ -520,6 +527,19 @@ class Orchestrator:
         trial = statistics.median(self._durations)
         need = math.ceil(self._gen_times[-1] * par / max(trial, 1e-3))
         return max(1, min(par, need))
+
+    def _sleep_seconds(self) -> float:
+        """The pause before the next tick: `poll_interval`, shortened to
+        FAST_POLL_SECONDS while a running trial is near its expected end (past
+        DUE_FRACTION of the median trial), so that a freed slot is noticed and
+        refilled within ~50 ms instead of half a poll interval on average. A
+        status poll reads one small state file per trial."""
+        if self._running and self._durations:
+            due = DUE_FRACTION * statistics.median(self._durations)
+            now = time.time()
+            if any(now - run.started >= due for run in self._running.values()):
+                return min(self.poll_interval, FAST_POLL_SECONDS)
+        return self.poll_interval
 
     def _dispatch(self) -> None:
         while self._ready and len(self._running) < self.spec.budget.parallelism:

@@ -159,3 +159,29 @@ def test_no_candidate_ahead_with_one_worker(tmp_path: Path) -> None:
     store, exp_id = _run_sleepy(tmp_path, 1, [0.0, 0.0, 0.0])
     for k in (1, 2):  # sequential: each proposal after the previous trial's result
         assert _event_id(store, exp_id, "candidate", k) > _event_id(store, exp_id, "finished", k - 1)
+
+
+def test_polls_faster_only_near_a_trials_expected_end() -> None:
+    """Between ticks the loop sleeps `poll_interval`, and FAST_POLL_SECONDS once a
+    running trial has run DUE_FRACTION of the median trial; the plain interval
+    while no trial has finished yet."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from nasctl.orchestration import loop
+
+    orch = Orchestrator.__new__(Orchestrator)
+    orch.poll_interval = 0.25
+    orch._durations = deque()
+    now = time.time()
+    orch._running = {0: SimpleNamespace(started=now - 7.0)}
+    assert orch._sleep_seconds() == 0.25  # no trial has finished: no expectation
+    orch._durations = deque([10.0, 10.0, 12.0])
+    assert orch._sleep_seconds() == 0.25  # 7 s of an expected 10 s
+    orch._running[1] = SimpleNamespace(started=now - 8.5)
+    assert orch._sleep_seconds() == loop.FAST_POLL_SECONDS  # past 80% of 10 s
+    orch._running = {}
+    assert orch._sleep_seconds() == 0.25
+    orch.poll_interval = 0.01
+    orch._running = {1: SimpleNamespace(started=now - 8.5)}
+    assert orch._sleep_seconds() == 0.01  # never slower than asked
