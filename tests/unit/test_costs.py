@@ -1,13 +1,9 @@
 """Cost metrics: exact FLOP counts, precision inside the latency measurement,
-and repeatability of latency across processes."""
+and the block medians that keep a burst of other work out of the latency."""
 
 from __future__ import annotations
 
-import json
-import os
-import statistics
-import subprocess
-import sys
+import time
 
 import pytest
 import torch
@@ -20,11 +16,6 @@ from nasctl.metrics.latency import (
     measure_latency,
     model_bytes,
 )
-from tests.conftest import ROOT
-
-# The repeatability tolerance the README states: two measurements of the same
-# architecture in separate processes agree within this relative difference.
-LATENCY_TOLERANCE = 0.25  # measured worst pair: 4.5% at load average 8-13 on 2 cores (README)
 
 
 def test_mflops_equal_a_hand_count() -> None:
@@ -78,26 +69,26 @@ def test_fp16_is_refused_off_cuda() -> None:
         autocast_context("fp16", "cpu")
 
 
-_MEASURE = """
-import json, torch, torch.nn as nn
-from nasctl.metrics.latency import measure_latency
-torch.manual_seed(0)
-m = nn.Sequential(nn.Conv1d(1, 16, 5, padding="same"), nn.ReLU(), nn.MaxPool1d(2),
-                  nn.Conv1d(16, 16, 5, padding="same"), nn.ReLU(), nn.Flatten(), nn.Linear(320, 10))
-print(json.dumps(measure_latency(m, torch.randn(1, 1, 40), warmup=10, repeats=50, min_seconds=0.25,
-                                 blocks=5).median_ms))
-"""
+class _Burst(nn.Module):
+    """Sleeps `slow_s` per call for its first `slow_calls` calls (a burst of
+    other work on the machine), then `fast_s`."""
+
+    def __init__(self, slow_calls: int, slow_s: float = 0.02, fast_s: float = 0.002) -> None:
+        super().__init__()
+        self.calls, self.slow_calls, self.slow_s, self.fast_s = 0, slow_calls, slow_s, fast_s
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        time.sleep(self.slow_s if self.calls <= self.slow_calls else self.fast_s)
+        return x
 
 
-def test_latency_is_repeatable_across_processes() -> None:
-    """The same architecture measured in two separate processes lands within the
-    stated tolerance (a behaviour check, generous for a loaded CI machine: the
-    README reports the spread measured on a quiet one)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    runs = [
-        json.loads(subprocess.run([sys.executable, "-c", _MEASURE], env=env, capture_output=True, text=True,
-                                  check=True, timeout=120).stdout)
-        for _ in range(2)
-    ]
-    assert all(r > 0 for r in runs)
-    assert abs(runs[0] - runs[1]) / statistics.mean(runs) <= LATENCY_TOLERANCE, runs
+def test_a_burst_of_other_work_stays_out_of_the_latency() -> None:
+    """The method behind the README's repeatability figures: a burst that slows
+    the first 3 of 5 blocks moves the plain median but not the lowest block
+    median. (Cross-process agreement itself is a timing figure, measured by
+    benchmarks/latency_repeatability.py.)"""
+    res = measure_latency(_Burst(slow_calls=30), torch.zeros(1, 8), warmup=0, repeats=50, blocks=5)
+    assert res.repeats == 50 and res.blocks == 5
+    assert res.overall_median_ms >= 20.0  # the plain median is the burst's
+    assert res.median_ms < 10.0  # the lowest block median is the quiet blocks' 2 ms sleep
