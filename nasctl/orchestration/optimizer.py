@@ -26,6 +26,8 @@ from typing import Any
 
 from nasctl.orchestration.gpfit import FitCache
 from nasctl.orchestration.methods import resolve_method
+from nasctl.orchestration.novelty import METHOD as EXPLORE
+from nasctl.orchestration.novelty import RepeatGuard
 from nasctl.orchestration.strategies import build_strategy
 from nasctl.spec import ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
 from nasctl.types import ParamValue
@@ -150,6 +152,11 @@ def ax_metric_names(spec: ExperimentSpec) -> dict[str, str]:
     return out
 
 
+def _params(parameters: Mapping[str, Any]) -> dict[str, ParamValue]:
+    """An Ax arm's parameters (every tunable parameter has a value: no `None`)."""
+    return dict(parameters)
+
+
 class AxOptimizer:
     """Proposes candidates with Ax and learns from completed trials.
 
@@ -176,6 +183,7 @@ class AxOptimizer:
         self.names = ax_metric_names(spec)
         self.client = Client(random_seed=spec.optimizer.seed)
         self.fits = FitCache()  # warm starts for the GP fits of successive proposals
+        self.guard = RepeatGuard(spec)  # no repeated proposals while nothing is feasible
         params: list[Any] = []
         for name, p in spec.tunable.items():
             if isinstance(p, (IntParameter, FloatParameter)):
@@ -219,6 +227,7 @@ class AxOptimizer:
 
     def complete(self, index: int, values: Mapping[str, float]) -> None:
         self.client.complete_trial(index, raw_data=self._raw(values))
+        self.guard.observe(index, values)
 
     def fail(self, index: int, reason: str | None = None) -> None:
         self.client.mark_trial_failed(index, failed_reason=reason)
@@ -238,6 +247,7 @@ class AxOptimizer:
         if len(raw) == len(self.names):
             self.client.attach_data(index, raw_data=raw)
             self.client.mark_trial_early_stopped(index)
+            self.guard.observe(index, values or {})
         else:
             self.client.mark_trial_abandoned(index)
 
@@ -284,14 +294,48 @@ class AxOptimizer:
 
     # --- proposing ----------------------------------------------------------
     def generate(self, n: int) -> list[Candidate]:
-        """Up to `n` new candidates (fewer when the strategy is between steps)."""
+        """Up to `n` new candidates (fewer when the strategy is between steps).
+
+        What `Client.get_next_trials` does, with one step between Ax's proposal
+        and the trial it becomes: while no trial is feasible, a model-based
+        proposal that repeats an earlier trial is replaced (see `novelty`)."""
+        from ax.utils.common.random import with_rng_seed
+
         use_prebuilt_extension()
-        with self.fits.active():
-            trials = self.client.get_next_trials(max_trials=n)
+        client = self.client
+        experiment = client._experiment  # noqa: SLF001 - see the docstring
+        with self.fits.active(), with_rng_seed(seed=client._random_seed):  # noqa: SLF001
+            runs = client._generation_strategy_or_choose().gen(  # noqa: SLF001
+                experiment=experiment, n=1, num_trials=n
+            )
+        earlier: list[dict[str, ParamValue]] = [
+            _params(arm.parameters) for t in experiment.trials.values() for arm in t.arms
+        ]
         out = []
-        for index, params in sorted(trials.items()):
-            out.append(Candidate(index, dict(params), self._method(index)))
+        for (run,) in runs:
+            params = _params(run.arms[0].parameters)
+            if (
+                self.guard.active
+                and run._generation_node_name == "MBM"  # noqa: SLF001
+                and self.guard.repeats(params, earlier)
+            ):
+                run = self._explore_run(earlier)
+                params = _params(run.arms[0].parameters)
+            trial = experiment.new_trial(generator_run=run)
+            trial.mark_running(no_runner_required=True)
+            earlier.append(params)
+            out.append(Candidate(trial.index, params, self._method(trial.index)))
         return out
+
+    def _explore_run(self, earlier: Sequence[Mapping[str, ParamValue]]) -> Any:
+        """A generator run holding the Sobol point farthest from every earlier
+        trial (seeded by the experiment's seed and the trial's index)."""
+        from ax.core.arm import Arm
+        from ax.core.generator_run import GeneratorRun
+
+        seed = (self.spec.optimizer.seed or 0) * 100_003 + len(earlier)
+        params = self.guard.spread_point(earlier, seed=seed)
+        return GeneratorRun(arms=[Arm(parameters=params)], generation_node_name=EXPLORE)
 
     def _method(self, index: int) -> str:
         trial = self.client._experiment.trials[index]  # noqa: SLF001 - Ax exposes no public accessor
