@@ -2,6 +2,7 @@
 
     python benchmarks/e2e.py [--spec examples/digits_mlp.yaml] [--repeat 1]
                              [--max-trials N] [--out benchmarks/results/e2e.json]
+                             [--only nasctl|reference] [--keep]
 
 Both sides run the same experiment (search space, objectives, thresholds,
 budget, parallelism, seed, Ax generation strategy) with the same trainer,
@@ -16,6 +17,8 @@ Measured the same way for both:
   last trial's end during which `parallelism` trial processes were running
   (launch = the trainer process's creation time from the kernel, end = the
   moment the process was gone; both from its clock file);
+- outside the trials: command start -> first trial launch (imports, set-up,
+  the first proposal), and last trial end -> command exit;
 - end -> next launch: for every trial end that freed a slot still needed,
   the time until the next trial process was created (median and p95);
 - final hypervolume: every completed trial's last logged values, read from
@@ -93,14 +96,18 @@ def run_side(side: str, spec: Path, work: Path) -> dict[str, Any]:
     load_before = os.getloadavg()
     t0 = time.time()
     proc = subprocess.run(cmd, cwd=str(work), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wall = time.time() - t0
+    t1 = time.time()
+    wall = t1 - t0
     (work / "stdout.log").write_text(proc.stdout)
     (work / "stderr.log").write_text(proc.stderr)
     if proc.returncode != 0:
         raise SystemExit(f"{side} failed with exit code {proc.returncode}; see {work}/stderr.log:\n"
                          + proc.stderr[-2000:])
+    res = analyse(load_spec(spec), work)
+    starts = [c["start"] for c in res["clocks"]]
+    ends = [c["end"] for c in res["clocks"]]
     return {"side": side, "wall_seconds": wall, "load_before": load_before, "load_after": os.getloadavg(),
-            "work_dir": str(work), **analyse(load_spec(spec), work)}
+            "work_dir": str(work), "to_first_launch": min(starts) - t0, "after_last_end": t1 - max(ends), **res}
 
 
 def analyse(spec: Any, work: Path) -> dict[str, Any]:
@@ -170,18 +177,21 @@ def table(runs: list[dict[str, Any]], par: int) -> str:
         return statistics.fmean(r[key] for r in runs if r["side"] == side)
 
     lines = [
-        "| run | order | wall-clock | trial span | completed | utilisation | end -> next launch (median / p95) "
-        "| median trial | final HV | load (before -> after) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| run | order | wall-clock | to first launch | trial span | after last end | completed | utilisation "
+        "| end -> next launch (median / p95) | median trial | final HV | load (before -> after) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for k, r in enumerate(runs):
         lines.append(
-            f"| {r['side']} | {k + 1} | {r['wall_seconds']:.1f} s | {r['span_seconds']:.1f} s | "
+            f"| {r['side']} | {k + 1} | {r['wall_seconds']:.1f} s | {r.get('to_first_launch', float('nan')):.1f} s | "
+            f"{r['span_seconds']:.1f} s | {r.get('after_last_end', float('nan')):.1f} s | "
             f"{r['completed']}/{r['trials']} | {100 * r['utilisation']:.1f}% | "
             f"{r['gap_median']:.2f} s / {r['gap_p95']:.2f} s | {r['trial_seconds_median']:.1f} s | "
             f"{r['hypervolume']:.1f} | {'/'.join(f'{x:.2f}' for x in r['load_before'])} -> "
             f"{'/'.join(f'{x:.2f}' for x in r['load_after'])} |"
         )
+    if {r["side"] for r in runs} != {"nasctl", "reference"}:
+        return "\n".join(lines)  # one side only: nothing to compare
     ratio = mean("nasctl", "wall_seconds") / mean("reference", "wall_seconds")
     hv_n, hv_r = mean("nasctl", "hypervolume"), mean("reference", "hypervolume")
     util = min(r["utilisation"] for r in runs if r["side"] == "nasctl")
@@ -205,6 +215,8 @@ def main() -> None:
     p.add_argument("--max-trials", type=int, default=None)
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e2e.json"))
     p.add_argument("--keep", action="store_true", help="keep the trial directories")
+    p.add_argument("--only", choices=["nasctl", "reference"], default=None,
+                   help="run one side only (no comparison; for tracing a side's time)")
     args = p.parse_args()
     ensure_extension()
     tmp = Path(tempfile.mkdtemp(prefix="nasctl-e2e-"))
@@ -212,6 +224,8 @@ def main() -> None:
     par = load_spec(spec).budget.parallelism
     runs = []
     order = [args.first, "reference" if args.first == "nasctl" else "nasctl"]
+    if args.only:
+        order = [args.only]
     try:
         for k in range(args.repeat):
             for side in order if k % 2 == 0 else order[::-1]:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from nasctl.orchestration.methods import resolve_method
 from nasctl.orchestration.service import trial_row
 from nasctl.spec import ExperimentSpec
 from nasctl.store.queries import TrialPage
@@ -58,6 +59,8 @@ def experiment_summary(a: ExperimentAnalysis) -> dict[str, Any]:
         "metrics": a.metrics,
         "parameters": list(spec.search_space),
         "budget": spec.budget.model_dump(),
+        "optimizer": str(resolve_method(spec)),
+        "initial_trials": spec.initial_trials,
         "trials": dict(a.counts),
         "total_trials": len(a.indices),
         "finished_trials": finished,

@@ -34,6 +34,8 @@ def test_experiment_list_and_summary_agree_with_the_cli_views(client: TestClient
     assert s["hypervolume"] == pytest.approx(pareto["hypervolume"])
     assert s["pareto_size"] == len(pareto["front"])
     assert s["reference_point"] == {"val_acc": 0.2, "num_params": 4000.0}
+    assert s["optimizer"] == status["optimizer"] and s["optimizer"].startswith(("botorch", "categorical", "sobol"))
+    assert s["initial_trials"] >= 1
 
 
 def test_points_categorise_every_trial(client: TestClient, tiny: RealExperiment) -> None:

@@ -150,6 +150,7 @@ function renderSummary(s) {
     card("objectives", s.objectives.map((o) => o.name + " (" + (o.goal === "maximize" ? "max" : "min") + ")").join(", ")),
   ];
   if (s.constraints.length) cards.push(card("constraints", s.constraints.join(", ")));
+  cards.push(card("optimizer", s.optimizer + ", " + s.initial_trials + " quasi-random first"));
   if (s.early_stopping) {
     const es = s.early_stopping;
     cards.push(card("early stopping", es.trials_stopped + " stopped on " + (es.metric || "the first objective with a curve") + ", ~" + fmt(es.seconds_saved) + " s of trial time saved"));
