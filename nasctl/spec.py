@@ -424,8 +424,9 @@ class ExperimentSpec(_Model):
         that start together (they start before anything is observed). The
         earlier default of 2 per tunable parameter (5..16) left a 20-trial
         budget with only 4 model-based trials on 8 parameters; measured over
-        10 seeds, 5 gave a higher mean hypervolume at 20 and 30 trials on every
-        benchmark problem with more than 2 parameters (docs/benchmarks.md).
+        10 seeds, 5 gave a higher mean hypervolume at 20 trials on every
+        benchmark problem with more than 2 parameters, and at 30 on all but
+        NAS-Bench-201 3-obj (docs/benchmarks.md).
         """
         if self.optimizer.initial_trials is not None:
             return min(self.optimizer.initial_trials, self.budget.max_trials)
