@@ -183,8 +183,8 @@ def table(runs: list[dict[str, Any]], par: int) -> str:
     ]
     for k, r in enumerate(runs):
         lines.append(
-            f"| {r['side']} | {k + 1} | {r['wall_seconds']:.1f} s | {r.get('to_first_launch', float('nan')):.1f} s | "
-            f"{r['span_seconds']:.1f} s | {r.get('after_last_end', float('nan')):.1f} s | "
+            f"| {r['side']} | {k + 1} | {r['wall_seconds']:.1f} s | {r['to_first_launch']:.1f} s | "
+            f"{r['span_seconds']:.1f} s | {r['after_last_end']:.1f} s | "
             f"{r['completed']}/{r['trials']} | {100 * r['utilisation']:.1f}% | "
             f"{r['gap_median']:.2f} s / {r['gap_p95']:.2f} s | {r['trial_seconds_median']:.1f} s | "
             f"{r['hypervolume']:.1f} | {'/'.join(f'{x:.2f}' for x in r['load_before'])} -> "

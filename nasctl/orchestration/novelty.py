@@ -60,7 +60,6 @@ class RepeatGuard:
     def __init__(self, spec: ExperimentSpec) -> None:
         self.spec = spec
         self.params = dict(spec.tunable)
-        self._values: list[tuple[int, Mapping[str, float]]] = []
         self._feasible = False
         self.enabled = any(o.threshold is not None for o in spec.objectives.values()) or bool(
             spec.parsed_constraints
@@ -73,8 +72,9 @@ class RepeatGuard:
             return
         if not all(n in values and math.isfinite(values[n]) for n in self.spec.objectives):
             return
-        self._values.append((index, dict(values)))
-        front = compute_front(self._values, self.spec.objectives, self.spec.parsed_constraints)
+        # feasibility is per trial (thresholds and constraints; an objective
+        # without a threshold admits every value), so the new trial alone decides
+        front = compute_front([(index, values)], self.spec.objectives, self.spec.parsed_constraints)
         self._feasible = bool(front.feasible)
 
     @property

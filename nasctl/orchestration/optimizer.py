@@ -308,14 +308,15 @@ class AxOptimizer:
             runs = client._generation_strategy_or_choose().gen(  # noqa: SLF001
                 experiment=experiment, n=1, num_trials=n
             )
-        earlier: list[dict[str, ParamValue]] = [
-            _params(arm.parameters) for t in experiment.trials.values() for arm in t.arms
-        ]
+        guarding = self.guard.active  # changes only when a trial completes
+        earlier: list[dict[str, ParamValue]] = (
+            [_params(arm.parameters) for t in experiment.trials.values() for arm in t.arms] if guarding else []
+        )
         out = []
         for (run,) in runs:
             params = _params(run.arms[0].parameters)
             if (
-                self.guard.active
+                guarding
                 and run._generation_node_name == "MBM"  # noqa: SLF001
                 and self.guard.repeats(params, earlier)
             ):
@@ -323,7 +324,8 @@ class AxOptimizer:
                 params = _params(run.arms[0].parameters)
             trial = experiment.new_trial(generator_run=run)
             trial.mark_running(no_runner_required=True)
-            earlier.append(params)
+            if guarding:
+                earlier.append(params)
             out.append(Candidate(trial.index, params, self._method(trial.index)))
         return out
 
