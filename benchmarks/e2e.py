@@ -53,15 +53,20 @@ sys.path.insert(0, str(ROOT))
 from nasctl.metrics import MetricSummary  # noqa: E402
 from nasctl.metrics.tensorboard import read_scalars  # noqa: E402
 from nasctl.pareto import compute_front  # noqa: E402
+from nasctl.search_spaces import TRAINER_PRELOAD  # noqa: E402
 from nasctl.spec import load_spec  # noqa: E402
 
 
-def bench_spec(spec_path: str, max_trials: int | None, out: Path) -> Path:
-    """The demo spec with the clocked trainer as its trial script."""
+def bench_spec(spec_path: str, max_trials: int | None, out: Path, cold: bool = False) -> Path:
+    """The demo spec with the clocked trainer as its trial script (warm-started
+    by nasctl unless `cold`)."""
     data = yaml.safe_load(Path(spec_path).read_text())
     data["name"] = "e2e-" + data["name"]
+    # the built-in trainer's warm start (`trial.preload`), which a script gets only when asked for;
+    # the reference starts every trial cold, as the stock TorchXRunner does
     data["trial"] = {"script": str(TRAINER), "args": data["trial"].get("args", {}),
-                     "resources": data["trial"].get("resources", {})}
+                     "resources": data["trial"].get("resources", {}),
+                     "preload": [] if cold else [*TRAINER_PRELOAD, "nasctl.search_spaces.mlp"]}
     if max_trials:
         data["budget"]["max_trials"] = max_trials
     out.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -215,12 +220,14 @@ def main() -> None:
     p.add_argument("--max-trials", type=int, default=None)
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e2e.json"))
     p.add_argument("--keep", action="store_true", help="keep the trial directories")
+    p.add_argument("--cold", action="store_true",
+                   help="nasctl starts every trial cold too (trial.preload: []), as the reference does")
     p.add_argument("--only", choices=["nasctl", "reference"], default=None,
                    help="run one side only (no comparison; for tracing a side's time)")
     args = p.parse_args()
     ensure_extension()
     tmp = Path(tempfile.mkdtemp(prefix="nasctl-e2e-"))
-    spec = bench_spec(args.spec, args.max_trials, tmp / "spec.yaml")
+    spec = bench_spec(args.spec, args.max_trials, tmp / "spec.yaml", cold=args.cold)
     par = load_spec(spec).budget.parallelism
     runs = []
     order = [args.first, "reference" if args.first == "nasctl" else "nasctl"]
@@ -239,7 +246,7 @@ def main() -> None:
             shutil.rmtree(tmp, ignore_errors=True)
     print(table(runs, par))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(), "cold": args.cold,
             "python": sys.version.split()[0], "spec": args.spec, "parallelism": par}
     Path(args.out).write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
     print(f"\nraw results: {args.out}", file=sys.stderr)

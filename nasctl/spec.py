@@ -198,6 +198,7 @@ class Resources(_Model):
     gpu: int = Field(default=0, ge=0, le=64)
 
 
+MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 TARGET_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 # Where a trial's code comes from: exactly one of these keys is set. A new
@@ -227,6 +228,12 @@ class TrialSpec(_Model):
     component: str | None = None
     args: dict[str, Scalar] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
+    preload: list[str] | Literal[False] | None = Field(
+        default=None,
+        description="modules imported once by a warm server that forks each local trial "
+                    "(nasctl/runners/warm.py); default: the built-in trainer's own for "
+                    "trial.search_space and trial.model, none for a script; false: always start cold",
+    )
     code_dir: str | None = None
 
     @property
@@ -255,6 +262,12 @@ class TrialSpec(_Model):
         for key in self.args:
             if not PARAM_RE.match(key):
                 raise ValueError(f"argument name {key!r} must match {PARAM_RE.pattern}")
+        for module in self.preload or []:
+            if not MODULE_RE.match(module):
+                raise ValueError(f"trial.preload entry {module!r} is not a module name like torch or pkg.module")
+        if self.preload and given[0] in ("function", "component"):
+            raise ValueError(f"trial.preload applies to trial.script, trial.search_space and trial.model, "
+                             f"not to trial.{given[0]}")
         return self
 
 

@@ -55,7 +55,7 @@ from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.pareto import compute_front
 from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
 from nasctl.runners.components import component_job, resolve_component_name
-from nasctl.search_spaces import USER_MODEL_MODULE, get_search_space
+from nasctl.search_spaces import TRAINER_PRELOAD, USER_MODEL_MODULE, get_search_space
 from nasctl.search_spaces.function import FUNCTION_ENTRY_MODULE
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store, queries
@@ -129,7 +129,23 @@ def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: i
         args = [trial.script, *argv]
     env = _trial_env(experiment, index, tb, trial.resources.cpu, trial.model_path or trial.code_dir)
     r = trial.resources
-    return JobRequest(job_name(experiment, index), sys.executable, args, env, tdir, r.cpu, r.mem_mb, r.gpu)
+    return JobRequest(job_name(experiment, index), sys.executable, args, env, tdir, r.cpu, r.mem_mb, r.gpu,
+                      preload=preload_modules(spec))
+
+
+def preload_modules(spec: ExperimentSpec) -> tuple[str, ...]:
+    """What a warm server imports for this spec's local trials (`trial.preload`)."""
+    trial = spec.trial
+    if trial.preload is False:
+        return ()
+    if trial.preload is not None:
+        return tuple(trial.preload)
+    if trial.source == "search_space":
+        assert trial.search_space is not None
+        return (*TRAINER_PRELOAD, get_search_space(trial.search_space).module)
+    if trial.source == "model":
+        return (*TRAINER_PRELOAD, USER_MODEL_MODULE)
+    return ()
 
 
 def _trial_env(experiment: str, index: int, tb: str, cpu: int, code_dir: str | None) -> dict[str, str]:

@@ -27,6 +27,8 @@ class JobRequest:
         env: extra environment (NASCTL_TRIAL_ID, NASCTL_LOG_DIR, thread counts).
         trial_dir: the trial's own directory; logs and TensorBoard files go there.
         cpu, mem_mb, gpu: resources per replica.
+        preload: modules a local trial may be forked with, already imported
+            (`trial.preload`; see nasctl/runners/warm.py). Other runners ignore it.
     """
 
     name: str
@@ -37,6 +39,7 @@ class JobRequest:
     cpu: int = 1
     mem_mb: int = 2000
     gpu: int = 0
+    preload: tuple[str, ...] = ()
 
 
 class JobState(str, enum.Enum):

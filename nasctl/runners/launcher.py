@@ -17,6 +17,10 @@ and this wrapper, launched by TorchX, keeps the job's state on disk:
 - `exit.json`: the training process's exit status, written when it ends
   (a SIGTERM/SIGINT to the launcher is forwarded and recorded as a cancellation).
 
+With `NASCTL_WARM_SOCKET` set (see `nasctl.runners.warm`), the training
+process is forked by the warm server instead of started here; `launch.json`
+then says `"warm": true`, and everything else is the same.
+
 Only the standard library and psutil are imported, so the wrapper costs
 milliseconds.
 """
@@ -31,6 +35,8 @@ import subprocess
 import sys
 import time
 from typing import Any
+
+from nasctl.runners.warm import SOCKET_ENV, start_warm
 
 DUPLICATE_EXIT = 75
 CLAIM, LAUNCH, EXIT = "claim", "launch.json", "exit.json"
@@ -101,24 +107,39 @@ def main(argv: list[str] | None = None) -> int:
     write_json_atomic(launch_path, info)
 
     received: list[int] = []
+    warm, why_cold = None, None
+    sock = os.environ.get(SOCKET_ENV)
+    if sock:
+        warm, why_cold = start_warm(sock, cmd)
+    if warm is not None:
+        child_pid, child_start = warm.pid, warm.create_time or _create_time(warm.pid)
+        send = warm.signal
+    else:
+        child = subprocess.Popen(cmd)
+        child_pid, child_start = child.pid, _create_time(child.pid)
+        send = child.send_signal
 
     def forward(signum: int, _frame: object) -> None:
         received.append(signum)
-        if child.poll() is None:
-            child.send_signal(signum)
+        send(signum)
 
-    child = subprocess.Popen(cmd)
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    info.update(child_pid=child.pid, child_create_time=_create_time(child.pid))
+    info.update(child_pid=child_pid, child_create_time=child_start, warm=warm is not None)
+    if why_cold:
+        info["cold_because"] = why_cold
     write_json_atomic(launch_path, info)
 
-    while True:
-        try:
-            rc = child.wait()
-            break
-        except InterruptedError:  # pragma: no cover - wait() retries EINTR itself on 3.5+
-            continue
+    if warm is not None:
+        rc_or_none = warm.wait()
+        if rc_or_none is None:
+            write_json_atomic(os.path.join(args.state_dir, EXIT), {
+                "returncode": None, "ended": time.time(),
+                "error": "the warm server ended before reporting the trial's exit status"})
+            return 1
+        rc = rc_or_none
+    else:
+        rc = child.wait()  # retries EINTR itself
     result: dict[str, Any] = {"returncode": rc, "ended": time.time()}
     if rc < 0:
         result["signal"] = signal.Signals(-rc).name

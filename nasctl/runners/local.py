@@ -12,15 +12,19 @@ to the trial's directory, never to a temporary directory.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nasctl.errors import RunnerError, SpecError
+from nasctl.runners import warm
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
 from nasctl.runners.launcher import CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, read_json
 
@@ -87,6 +91,7 @@ class LocalRunner(Runner):
             )
         self.cfg = cfg
         self._runner: Any = None
+        self._warm: WarmServer | None = None
 
     @property
     def torchx(self) -> Any:
@@ -106,19 +111,34 @@ class LocalRunner(Runner):
             self._runner = runner
         return self._runner
 
-    def _dryrun_info(self, request: JobRequest) -> Any:
+    def _dryrun_info(self, request: JobRequest, env: Mapping[str, str] | None = None) -> Any:
         cfg = {**self.cfg, "log_dir": os.path.join(request.trial_dir, "job")}
         args = ["-m", "nasctl.runners.launcher", "--state-dir", state_dir(request), "--",
                 request.entrypoint, *request.args]
+        if env:
+            request = dataclasses.replace(request, env={**request.env, **env})
         app = to_appdef(request, image=os.getcwd(), entrypoint=sys.executable, args=args)
         return self.torchx.dryrun(app, self.scheduler, cfg=cfg)
 
     def dryrun(self, request: JobRequest) -> str:
         return str(self._dryrun_info(request))
 
+    def _warm_env(self, request: JobRequest) -> dict[str, str]:
+        """`NASCTL_WARM_SOCKET` for a trial with `preload`, starting the warm
+        server on first use (see nasctl/runners/warm.py); {} without one."""
+        if not request.preload or not warm.supported() or warm.warm_argv(
+                [request.entrypoint, *request.args], sys.executable) is None:
+            return {}
+        env = {k: v for k, v in request.env.items() if k in SERVER_ENV}
+        if self._warm is None or not self._warm.serves(request.preload, env):
+            if self._warm is not None:
+                self._warm.stop()
+            self._warm = WarmServer.start(request.preload, env, os.path.dirname(request.trial_dir))
+        return {warm.SOCKET_ENV: self._warm.socket_path}
+
     def submit(self, request: JobRequest) -> SubmittedJob:
         try:
-            info = self._dryrun_info(request)
+            info = self._dryrun_info(request, self._warm_env(request))
             handle = self.torchx.schedule(info)
         except Exception as e:  # torchx raises assorted types (OSError, ValueError, ...)
             raise RunnerError(f"local_cwd could not start job {request.name}: {e}", "see the trial's log") from e
@@ -176,6 +196,8 @@ class LocalRunner(Runner):
         done = read_json(os.path.join(sdir, EXIT))
         if done is not None:
             rc = done.get("returncode")
+            if done.get("error"):
+                return JobStatus(JobState.FAILED, str(done["error"]), rc)
             if done.get("cancelled"):
                 return JobStatus(JobState.CANCELLED, f"cancelled ({done.get('signal')})", rc)
             if rc == 0:
@@ -246,12 +268,57 @@ class LocalRunner(Runner):
         __del__. Jobs are ours to keep (a later `nasctl resume` re-attaches
         them), so its app table is emptied before the scheduler is dropped.
         """
+        if self._warm is not None:
+            self._warm.stop()  # it exits once the trials it forked have ended
+            self._warm = None
         if self._runner is not None:
             for sched in getattr(self._runner, "_scheduler_instances", {}).values():
                 apps = getattr(sched, "_apps", None)
                 if isinstance(apps, dict):
                     apps.clear()
         self._runner = None
+
+
+SERVER_ENV = ("PYTHONPATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""The trial environment a warm server starts with, because imports read it (the
+search path, thread pools); a trial whose values differ gets a new server."""
+
+
+class WarmServer:
+    """The orchestrator's handle on one warm server process (nasctl/runners/warm.py)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], socket_path: str, preload: tuple[str, ...],
+                 env: dict[str, str]) -> None:
+        self.proc, self.socket_path, self.preload, self.env = proc, socket_path, preload, env
+
+    @classmethod
+    def start(cls, preload: Sequence[str], env: Mapping[str, str], log_dir: str) -> WarmServer:
+        """Start a server that imports `preload` with the trials' common `env`;
+        its log goes to `log_dir`/warm-server.log. Returns at once: trials start
+        cold until it listens."""
+        private = tempfile.mkdtemp(prefix="nasctl-warm-")  # 0700: only this user reaches the socket
+        sock = os.path.join(private, "sock")
+        os.makedirs(log_dir, exist_ok=True)
+        full_env = {**os.environ, **env, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+        with open(os.path.join(log_dir, "warm-server.log"), "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "nasctl.runners.warm", "--socket", sock, "--parent", str(os.getpid()),
+                 "--preload", ",".join(preload)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=full_env,
+                start_new_session=True,  # a Ctrl-C in the terminal is the orchestrator's to handle
+            )
+        return cls(proc, sock, tuple(preload), dict(env))
+
+    def serves(self, preload: Sequence[str], env: Mapping[str, str]) -> bool:
+        return self.proc.poll() is None and tuple(preload) == self.preload and dict(env) == self.env
+
+    def stop(self) -> None:
+        """Stop accepting trials; the server exits after its running trials end."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
 
 def create_runner(cfg: Mapping[str, Any] | None = None) -> LocalRunner:

@@ -34,6 +34,10 @@ TRAINER_PARAMETERS = frozenset(
 )
 TRAINER_METRICS = ("val_acc", "val_loss", "train_loss", "num_params", "model_bytes", "mflops", "latency_ms")
 USER_MODEL_MODULE = "nasctl.search_spaces.model"
+TRAINER_PRELOAD = ("torch", "pytorch_lightning", "torch.utils.tensorboard", "nasctl.search_spaces.trainer",
+                   "nasctl.search_spaces.data")
+"""What the built-in trainer imports: ~3.5 s of a cold digits trial here. A warm
+server imports it once (`trial.preload`, nasctl/runners/warm.py)."""
 DATASETS = ("digits", "mnist1d", "mnist")  # plus idx:/path/to/dir
 
 BUILTIN_SEARCH_SPACES: dict[str, BuiltinSearchSpace] = {
