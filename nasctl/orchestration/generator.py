@@ -119,6 +119,18 @@ class CandidateGenerator:
     def stop(self) -> None:
         self._inbox.put(("stop", ()))
 
+    def join(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the worker thread to end after `stop`
+        (True if it did). The thread is a daemon; one still tearing the optimizer
+        down while the interpreter finalises can free torch tensors without the
+        GIL and abort the process (`terminate called without an active
+        exception`, exit code 134, seen after a completed run), so the loop
+        waits for it before returning."""
+        if self._thread.ident is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
     @property
     def busy_seconds(self) -> float:
         return 0.0 if self.request_started is None else time.monotonic() - self.request_started

@@ -248,6 +248,8 @@ class _Stop(Exception):
 
 
 FAST_POLL_SECONDS = 0.05
+GENERATOR_JOIN_SECONDS = 120.0
+INTERRUPTED = "interrupted (Ctrl-C twice)"
 """Poll interval while a running trial is near its expected end."""
 
 DUE_FRACTION = 0.8
@@ -389,7 +391,7 @@ class Orchestrator:
                 self._cancel_running("cancelled by `nasctl stop --cancel`")
                 self._abandon_ready("experiment stopped")
         except KeyboardInterrupt:  # a second Ctrl-C: leave at once, trials stay re-attachable
-            status, reason = ExperimentStatus.STOPPED, "interrupted (Ctrl-C twice)"
+            status, reason = ExperimentStatus.STOPPED, INTERRUPTED
         except GeneratorFailed as e:
             status, reason = ExperimentStatus.FAILED, str(e)
             self.store.add_event(self.exp.id, "error", str(e), data={"traceback": e.details})
@@ -421,6 +423,8 @@ class Orchestrator:
             self._update_front()
             self._emit(done=True)
             self.runner.close()
+            # a proposal in progress finishes first: seconds, unless the user is leaving (Ctrl-C twice)
+            self.gen.join(GENERATOR_JOIN_SECONDS if reason != INTERRUPTED else 2.0)
 
     # --- resume --------------------------------------------------------------------
     def _load_existing(self) -> None:

@@ -138,6 +138,9 @@ trial: {{script: {script}}}
     orch = Orchestrator(store, exp, spec, get_runner("local_cwd"), gen, poll_interval=0.05, metrics_interval=0.1)
     summary = orch.run()
     assert summary.counts["COMPLETED"] == len(sleeps), summary
+    # the generator thread has ended when run() returns: one still tearing its optimizer
+    # down while the interpreter exits can abort the process (exit code 134)
+    assert gen.join(0)
     return store, exp.id
 
 
