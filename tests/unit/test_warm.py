@@ -272,3 +272,50 @@ def test_the_local_runner_starts_one_server_and_stops_it_on_close(tmp_path: Path
     finally:
         runner.close()
     assert server.proc.wait(30) == 0
+
+
+def test_a_warm_trial_outlives_a_killed_orchestrator_and_its_exit_status_is_recorded(tmp_path: Path) -> None:
+    """What `nasctl resume` relies on: the trial goes on after the orchestrator
+    dies (SIGKILL), and its launcher still records the exit status."""
+    sock = os.path.join(tempfile.mkdtemp(prefix="nasctl-warm-test-"), "sock")
+    hold = tmp_path / "hold"
+    hold.touch()
+    script = tmp_path / "held.py"
+    script.write_text(f"import os, sys, time\nwhile os.path.exists({str(hold)!r}):\n    time.sleep(0.02)\n"
+                      "sys.exit(7)\n")
+    state = tmp_path / "job"
+    orchestrator = textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        server = subprocess.Popen([sys.executable, "-m", "nasctl.runners.warm", "--socket", {sock!r},
+                                   "--parent", str(os.getpid()), "--preload", "json"],
+                                  start_new_session=True, stdout=subprocess.DEVNULL)
+        while not os.path.exists({sock!r}):
+            time.sleep(0.01)
+        launcher = subprocess.Popen([sys.executable, "-m", "nasctl.runners.launcher", "--state-dir", {str(state)!r},
+                                     "--", sys.executable, {str(script)!r}],
+                                    env={{**os.environ, "NASCTL_WARM_SOCKET": {sock!r}}}, start_new_session=True)
+        print(server.pid, launcher.pid, flush=True)
+        time.sleep(600)
+    """)
+    orch = subprocess.Popen([sys.executable, "-c", orchestrator], stdout=subprocess.PIPE, text=True)
+    server_pid, launcher_pid = map(int, orch.stdout.readline().split())  # type: ignore[union-attr]
+    deadline = time.monotonic() + 30
+    while '"child_pid"' not in ((state / "launch.json").read_text() if (state / "launch.json").exists() else ""):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert json.loads((state / "launch.json").read_text())["warm"] is True
+    orch.kill()
+    orch.wait()
+    time.sleep(1.5)  # past the server's check for its orchestrator: it stops taking trials
+    server, launcher = psutil.Process(server_pid), psutil.Process(launcher_pid)
+    try:
+        assert server.is_running() and launcher.is_running()  # still serving its running trial
+        assert not os.path.exists(sock)  # but taking no new ones
+        hold.unlink()
+        launcher.wait(30)
+        server.wait(30)
+    finally:
+        for p in (server, launcher):
+            if p.is_running():
+                p.kill()
+    assert json.loads((state / "exit.json").read_text())["returncode"] == 7
