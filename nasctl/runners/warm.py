@@ -268,7 +268,7 @@ class Server:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(req, fds, [conn, self.listener, *self.children.values()], (self.wake_r, self.wake_w))
+            _child(req, fds, [self.sel, conn, self.listener, *self.children.values()], (self.wake_r, self.wake_w))
         for fd in fds:
             os.close(fd)
         self.children[pid] = conn
