@@ -34,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from nasctl.runners.warm import SOCKET_ENV, start_warm
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json_atomic(launch_path, info)
 
     received: list[int] = []
+    send: Callable[[int], None]
     warm, why_cold = None, None
     sock = os.environ.get(SOCKET_ENV)
     if sock:

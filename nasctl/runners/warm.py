@@ -351,10 +351,11 @@ def _fresh_stdio() -> None:
         return io.TextIOWrapper(buf, encoding=enc, errors="backslashreplace" if fd == 2 else "strict",
                                 line_buffering=line or os.isatty(fd), write_through=write_through)
 
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
-                                                 encoding=enc)
-    sys.stdout = sys.__stdout__ = out(1, False)
-    sys.stderr = sys.__stderr__ = out(2, True)
+    streams = {"stdin": io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding=enc),
+               "stdout": out(1, False), "stderr": out(2, True)}
+    for name, stream in streams.items():
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)  # what the interpreter's own stdio objects are, in a fresh start
 
 
 def _fresh_random_state() -> None:
