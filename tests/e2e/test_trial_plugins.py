@@ -62,11 +62,14 @@ def test_user_script_example(tmp_path: Path) -> None:
         .replace("script: user_script/train.py", f"script: {ROOT / 'examples' / 'user_script' / 'train.py'}")
         .replace("initial_trials: 4", "initial_trials: 2")
     )
-    trials = _run(spec, "us", tmp_path)
+    trials = _run(spec, "us", tmp_path, max_trials=4)
     for t in trials:
         assert t["values"]["num_params"] == 64 * t["parameters"]["hidden"] + t["parameters"]["hidden"] * 11 + 10
         assert t["values"]["val_acc"] > 0.5  # 5 epochs of digits
         assert t["info"]["script"] == "examples/user_script/train.py"
+    # `trial.preload` in the example: once the warm server is up, trials are forked from it
+    launches = [json.loads(p.read_text()) for p in tmp_path.rglob("launch.json")]
+    assert len(launches) == len(trials) and any(info["warm"] for info in launches), launches
 
 
 def test_conditional_cnn_space(tmp_path: Path) -> None:
