@@ -207,6 +207,8 @@ def dryrun_panel(plan: dict[str, Any]) -> None:
                     + ", ".join(f"{escape(k)}={_fmt(x)}" for k, x in first["parameters"].items()),
                     "command     " + escape(" ".join(plan["command"])),
                     "env         " + escape(" ".join(f"{k}={x}" for k, x in plan["env"].items())),
+                    "warm start  " + (f"forked from a server that has imported {escape(', '.join(plan['preload']))}"
+                                      if plan.get("preload") else "no (every trial starts a new Python process)"),
                     *([_early_stopping_line(plan["early_stopping"])] if plan.get("early_stopping") else []),
                 ]
             ),

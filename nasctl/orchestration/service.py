@@ -106,6 +106,8 @@ def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
         "first_trial": {"index": cand.index, "parameters": cand.parameters, "method": cand.method},
         "command": [request.entrypoint, *request.args],
         "env": request.env,
+        # local trials are forked from a warm server that imports these first (nasctl/runners/warm.py)
+        "preload": list(request.preload) if spec.runner.scheduler == "local_cwd" else [],
         "request": runner.dryrun(request),
         "budget": spec.budget.model_dump(),
         "initial_trials": spec.initial_trials,

@@ -104,4 +104,6 @@ def test_dryrun_starts_nothing(tmp_path: Path) -> None:
     assert plan["command"][1:3] == ["-m", "nasctl.search_spaces.mlp"]
     assert "--hidden_size_1" in plan["command"]
     assert "NASCTL_LOG_DIR" in plan["request"] and "trial_0000" in plan["request"]
+    assert plan["preload"][:2] == ["torch", "pytorch_lightning"]  # the built-in trainer starts warm
+    assert "NASCTL_WARM_SOCKET" not in plan["request"]  # no warm server was started
     assert not (tmp_path / "d.db").exists() and not (tmp_path / "nasctl_runs").exists()
