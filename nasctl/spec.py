@@ -202,7 +202,7 @@ MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 TARGET_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 # Where a trial's code comes from: exactly one of these keys is set. A new
-# source adds its key and description here and its launch in build_request.
+# source adds its key and description here and its launch in orchestration/jobs.py (build_request).
 TRIAL_SOURCES: dict[str, str] = {
     "search_space": "a built-in such as mlp_digits or cnn",
     "script": "a training script",

@@ -31,7 +31,6 @@ import os
 import signal
 import socket
 import statistics
-import sys
 import threading
 import time
 import traceback
@@ -52,14 +51,12 @@ from nasctl.orchestration.early_stopping import (
     stop_records,
 )
 from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
+from nasctl.orchestration.jobs import build_request, job_name, trial_dir
 from nasctl.pareto import compute_front
-from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
-from nasctl.runners.components import component_job, resolve_component_name
-from nasctl.search_spaces import TRAINER_PRELOAD, USER_MODEL_MODULE, get_search_space
-from nasctl.search_spaces.function import FUNCTION_ENTRY_MODULE
+from nasctl.runners.base import JobState, Runner, SubmittedJob
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store, queries
-from nasctl.types import ExperimentRecord, ExperimentStatus, Observation, ParamValue, TrialRecord, TrialStatus
+from nasctl.types import ExperimentRecord, ExperimentStatus, Observation, TrialRecord, TrialStatus
 
 LOG_TAIL_LINES = 40
 LEASE_STALE_SECONDS = 30.0
@@ -88,88 +85,6 @@ def owner_alive(owner: str) -> bool | None:
         return proc.status() != psutil.STATUS_ZOMBIE and (not created or abs(proc.create_time() - float(created)) < 0.01)
     except (psutil.Error, ValueError):
         return False
-
-
-def job_name(experiment: str, index: int) -> str:
-    return f"{experiment}-{index}".lower().replace("_", "-").replace(".", "-")
-
-
-def trial_dir(work_dir: str, index: int) -> str:
-    return os.path.join(work_dir, "trials", f"trial_{index:04d}")
-
-
-def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: int,
-                  parameters: Mapping[str, ParamValue]) -> JobRequest:
-    """The job for one trial, following the trial contract: active parameters and
-    fixed `trial.args` as `--name value`, NASCTL_* in the environment. A user
-    model runs the built-in trainer with `--model pkg.module:build --dataset NAME`
-    and the model's folder on PYTHONPATH."""
-    tdir = trial_dir(work_dir, index)
-    tb = os.path.join(tdir, "tb")
-    active = {**spec.trial.args, **spec.active_parameters(dict(parameters))}
-    argv: list[str] = []
-    for k, v in active.items():
-        argv += [f"--{k}", repr(v) if isinstance(v, float) else str(v)]
-    trial = spec.trial
-    if trial.dataset:
-        argv = ["--dataset", trial.dataset, *argv]
-    if trial.source == "search_space":
-        assert trial.search_space is not None
-        args = ["-m", get_search_space(trial.search_space).module, *argv]
-    elif trial.source == "model":
-        assert trial.model is not None
-        args = ["-m", USER_MODEL_MODULE, "--model", trial.model, *argv]
-    elif trial.source == "function":
-        # one JSON argument keeps every value's type exact (a choice "1" stays a string)
-        args = ["-m", FUNCTION_ENTRY_MODULE, str(trial.function), "--parameters", json.dumps(active)]
-    elif trial.source == "component":
-        return _component_request(spec, experiment, index, tdir, tb, active)
-    else:
-        assert trial.script is not None
-        args = [trial.script, *argv]
-    env = _trial_env(experiment, index, tb, trial.resources.cpu, trial.model_path or trial.code_dir)
-    r = trial.resources
-    return JobRequest(job_name(experiment, index), sys.executable, args, env, tdir, r.cpu, r.mem_mb, r.gpu,
-                      preload=preload_modules(spec))
-
-
-def preload_modules(spec: ExperimentSpec) -> tuple[str, ...]:
-    """What a warm server imports for this spec's local trials (`trial.preload`)."""
-    trial = spec.trial
-    if trial.preload is False:
-        return ()
-    if trial.preload is not None:
-        return tuple(trial.preload)
-    if trial.source == "search_space":
-        assert trial.search_space is not None
-        return (*TRAINER_PRELOAD, get_search_space(trial.search_space).module)
-    if trial.source == "model":
-        return (*TRAINER_PRELOAD, USER_MODEL_MODULE)
-    return ()
-
-
-def _trial_env(experiment: str, index: int, tb: str, cpu: int, code_dir: str | None) -> dict[str, str]:
-    env = {
-        "NASCTL_EXPERIMENT": experiment,
-        "NASCTL_TRIAL_ID": str(index),
-        "NASCTL_LOG_DIR": tb,
-        "OMP_NUM_THREADS": str(cpu),
-        "MKL_NUM_THREADS": str(cpu),
-        "PYTHONUNBUFFERED": "1",
-    }
-    if code_dir:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (code_dir, os.environ.get("PYTHONPATH")) if p)
-    return env
-
-
-def _component_request(spec: ExperimentSpec, experiment: str, index: int, tdir: str, tb: str,
-                       values: Mapping[str, ParamValue]) -> JobRequest:
-    """The job a TorchX component describes for this trial; its role's resources apply."""
-    assert spec.trial.component is not None
-    target = resolve_component_name(spec.trial.component, spec.trial.code_dir)
-    job = component_job(target, values, tb, index)
-    env = {**job.env, **_trial_env(experiment, index, tb, job.cpu, spec.trial.code_dir)}
-    return JobRequest(job_name(experiment, index), job.entrypoint, job.args, env, tdir, job.cpu, job.mem_mb, job.gpu)
 
 
 def read_trial_info(log_dir: str) -> tuple[dict[str, Any] | None, str | None]:

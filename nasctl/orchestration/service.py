@@ -91,7 +91,7 @@ def default_work_root() -> str:
 
 def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
     """What `nasctl run` would launch first, without touching any database."""
-    from nasctl.orchestration.loop import build_request
+    from nasctl.orchestration.jobs import build_request
     from nasctl.orchestration.optimizer import AxOptimizer
 
     check_spec_runnable(spec)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nasctl.errors import BadInputError
-from nasctl.orchestration.loop import build_request
+from nasctl.orchestration.jobs import build_request
 from nasctl.orchestration.service import check_spec_runnable
 from nasctl.spec import load_spec
 from tests.conftest import run_cli

@@ -14,7 +14,7 @@ import pytest
 
 from nasctl.errors import RunnerError, SpecError
 from nasctl.metrics.tensorboard import read_scalars
-from nasctl.orchestration.loop import build_request
+from nasctl.orchestration.jobs import build_request
 from nasctl.runners import JobRequest, JobState, SubmittedJob, get_runner
 from nasctl.spec import load_spec, parse_spec
 from tests.conftest import run_cli

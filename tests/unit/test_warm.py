@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from nasctl.errors import SpecError
-from nasctl.orchestration.loop import build_request, preload_modules
+from nasctl.orchestration.jobs import build_request, preload_modules
 from nasctl.runners import JobRequest, JobState, get_runner
 from nasctl.runners.warm import SOCKET_ENV, warm_argv
 from nasctl.search_spaces import TRAINER_PRELOAD
