@@ -103,13 +103,16 @@ class WarmChild:
                 return int(msg["returncode"])
 
     def signal(self, signum: int) -> None:
-        """Signal the trial's process group (it leads its own session)."""
-        try:
-            os.killpg(self.pid, signum)
-        except ProcessLookupError:
-            pass
-        except PermissionError:  # pragma: no cover - pid reused by another user's process
-            pass
+        """Signal the trial's process group (it leads its own session), or the
+        process alone in the moment before its session exists."""
+        for send in (os.killpg, os.kill):
+            try:
+                send(self.pid, signum)
+                return
+            except ProcessLookupError:
+                continue
+            except PermissionError:  # pragma: no cover - pid reused by another user's process
+                return
 
 
 def _read_line(conn: socket.socket, holder: Any) -> dict[str, Any] | None:
