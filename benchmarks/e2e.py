@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from nasctl.metrics import MetricSummary  # noqa: E402
 from nasctl.metrics.tensorboard import read_scalars  # noqa: E402
 from nasctl.pareto import compute_front  # noqa: E402
-from nasctl.search_spaces import TRAINER_PRELOAD  # noqa: E402
+from nasctl.orchestration.jobs import preload_modules  # noqa: E402
 from nasctl.spec import load_spec  # noqa: E402
 
 
@@ -61,14 +61,14 @@ def bench_spec(spec_path: str, max_trials: int | None, out: Path, cold: bool = F
     """The demo spec with the clocked trainer as its trial script (warm-started
     by nasctl unless `cold`), with `optimizer.seed` set to `seed` if given."""
     data = yaml.safe_load(Path(spec_path).read_text())
+    builtin_preload = [] if cold else list(preload_modules(load_spec(spec_path)))  # what the demo's trainer gets
     if seed is not None:
         data.setdefault("optimizer", {})["seed"] = seed
     data["name"] = "e2e-" + data["name"]
     # the built-in trainer's warm start (`trial.preload`), which a script gets only when asked for;
     # the reference starts every trial cold, as the stock TorchXRunner does
     data["trial"] = {"script": str(TRAINER), "args": data["trial"].get("args", {}),
-                     "resources": data["trial"].get("resources", {}),
-                     "preload": [] if cold else [*TRAINER_PRELOAD, "nasctl.search_spaces.mlp"]}
+                     "resources": data["trial"].get("resources", {}), "preload": builtin_preload}
     if max_trials:
         data["budget"]["max_trials"] = max_trials
     out.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -110,10 +110,11 @@ def run_side(side: str, spec: Path, work: Path) -> dict[str, Any]:
     if proc.returncode != 0:
         raise SystemExit(f"{side} failed with exit code {proc.returncode}; see {work}/stderr.log:\n"
                          + proc.stderr[-2000:])
-    res = analyse(load_spec(spec), work)
+    parsed = load_spec(spec)
+    res = analyse(parsed, work)
     starts = [c["start"] for c in res["clocks"]]
     ends = [c["end"] for c in res["clocks"]]
-    return {"side": side, "seed": load_spec(spec).optimizer.seed, "wall_seconds": wall, "load_before": load_before, "load_after": os.getloadavg(),
+    return {"side": side, "seed": parsed.optimizer.seed, "wall_seconds": wall, "load_before": load_before, "load_after": os.getloadavg(),
             "work_dir": str(work), "to_first_launch": min(starts) - t0, "after_last_end": t1 - max(ends), **res}
 
 

@@ -198,8 +198,9 @@ class Resources(_Model):
     gpu: int = Field(default=0, ge=0, le=64)
 
 
-MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-TARGET_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+_MODULE = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+MODULE_RE = re.compile(f"^{_MODULE}$")  # pkg.module
+TARGET_RE = re.compile(f"^{_MODULE}:[A-Za-z_][A-Za-z0-9_]*$")  # pkg.module:name
 
 # Where a trial's code comes from: exactly one of these keys is set. A new
 # source adds its key and description here and its launch in orchestration/jobs.py (build_request).

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nasctl.runners.warm import SOCKET_ENV, start_warm
+from nasctl.runners.warm import SOCKET_ENV, create_time, start_warm
 
 DUPLICATE_EXIT = 75
 CLAIM, LAUNCH, EXIT = "claim", "launch.json", "exit.json"
@@ -68,15 +68,6 @@ def _fd_target(fd: int) -> str | None:
         return None
 
 
-def _create_time(pid: int) -> float | None:
-    import psutil
-
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nasctl.runners.launcher")
     p.add_argument("--state-dir", required=True)
@@ -97,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
     info: dict[str, Any] = {
         "pid": os.getpid(),
-        "create_time": _create_time(os.getpid()),
+        "create_time": create_time(os.getpid()),
         "torchx_job_id": os.environ.get("TORCHX_JOB_ID"),
         "stdout": _fd_target(1),
         "stderr": _fd_target(2),
@@ -114,11 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     if sock:
         warm, why_cold = start_warm(sock, cmd)
     if warm is not None:
-        child_pid, child_start = warm.pid, warm.create_time or _create_time(warm.pid)
+        child_pid, child_start = warm.pid, warm.create_time or create_time(warm.pid)
         send = warm.signal
     else:
         child = subprocess.Popen(cmd)
-        child_pid, child_start = child.pid, _create_time(child.pid)
+        child_pid, child_start = child.pid, create_time(child.pid)
         send = child.send_signal
 
     def forward(signum: int, _frame: object) -> None:

@@ -95,12 +95,29 @@ class WarmChild:
         server ended before it could report one."""
         self.conn.settimeout(None)
         while True:
-            msg = _read_line(self.conn, self)
+            msg = self.next_message()
             if msg is None:
                 return None
             if "returncode" in msg:
                 self.conn.close()
                 return int(msg["returncode"])
+
+    def next_message(self) -> dict[str, Any] | None:
+        """The server's next JSON line, or None if the connection ended or timed out."""
+        while b"\n" not in self._buffer:
+            try:
+                chunk = self.conn.recv(65536)
+            except (OSError, socket.timeout):
+                return None
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return None
+        return msg if isinstance(msg, dict) else None
 
     def signal(self, signum: int) -> None:
         """Signal the trial's process group (it leads its own session), or the
@@ -113,23 +130,6 @@ class WarmChild:
                 continue
             except PermissionError:  # pragma: no cover - pid reused by another user's process
                 return
-
-
-def _read_line(conn: socket.socket, holder: Any) -> dict[str, Any] | None:
-    while b"\n" not in holder._buffer:
-        try:
-            chunk = conn.recv(65536)
-        except (OSError, socket.timeout):
-            return None
-        if not chunk:
-            return None
-        holder._buffer += chunk
-    line, holder._buffer = holder._buffer.split(b"\n", 1)
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        return None
-    return msg if isinstance(msg, dict) else None
 
 
 def start_warm(socket_path: str, command: list[str]) -> tuple[WarmChild | None, str]:
@@ -152,8 +152,8 @@ def start_warm(socket_path: str, command: list[str]) -> tuple[WarmChild | None, 
         if sent < len(payload):
             conn.sendall(payload[sent:])
         conn.settimeout(REPLY_TIMEOUT)
-        holder = WarmChild(pid=0, create_time=None, conn=conn)
-        reply = _read_line(conn, holder)
+        child = WarmChild(pid=0, create_time=None, conn=conn)  # the pid comes in the reply
+        reply = child.next_message()
     except OSError as e:
         conn.close()
         return None, f"the warm server did not take the request ({e})"
@@ -161,21 +161,23 @@ def start_warm(socket_path: str, command: list[str]) -> tuple[WarmChild | None, 
         conn.close()
         why = (reply or {}).get("error") or "no answer"
         return None, f"the warm server refused: {why}"
-    holder.pid = reply["pid"]
-    holder.create_time = reply.get("create_time")
-    return holder, ""
+    child.pid = reply["pid"]
+    child.create_time = reply.get("create_time")
+    return child, ""
+
+
+def create_time(pid: int) -> float | None:
+    """When `pid` was created (psutil's create_time, which status checks compare
+    against to tell a reused pid); None if it is gone."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
 
 
 # --- the server --------------------------------------------------------------------------------
-def _process_start(pid: int) -> float | None:
-    """When `pid` was created (what psutil's create_time reports), from /proc; None elsewhere."""
-    try:
-        import psutil
-
-        return float(psutil.Process(pid).create_time())
-    except Exception:  # noqa: BLE001 - psutil.Error or no psutil: the launcher asks itself
-        return None
-
 
 class Server:
     def __init__(self, socket_path: str, parent: int) -> None:
@@ -275,8 +277,9 @@ class Server:
         for fd in fds:
             os.close(fd)
         self.children[pid] = conn
-        if not _send(conn, {"pid": pid, "create_time": _process_start(pid)}):
-            pass  # the launcher went away; the trial runs on, as a cold one would
+        # read now, while the child is ours to reap (still at least a zombie); if the
+        # launcher went away meanwhile, the trial runs on, as a cold one would
+        _send(conn, {"pid": pid, "create_time": create_time(pid)})
         print(json.dumps({"event": "forked", "pid": pid, "argv": req["argv"][:3], "time": time.time()}), flush=True)
 
     def _reap(self) -> None:
