@@ -137,11 +137,16 @@ def test_a_module_runs_warm_with_the_trials_pythonpath(tmp_path: Path, server: S
     assert warm["extra_on_path"] and cold["extra_on_path"]
 
 
-def test_forked_trials_draw_different_random_numbers(tmp_path: Path, server: Server) -> None:
+def test_forked_trials_draw_different_random_numbers(tmp_path: Path) -> None:
+    # numpy imported by the server: without a reseed every fork would inherit one generator state
+    server = Server(tmp_path, preload="numpy.random,email.mime.text")
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
-    for name in ("a", "b"):
-        launch(tmp_path, name, [str(script)], server.socket)
+    try:
+        for name in ("a", "b"):
+            launch(tmp_path, name, [str(script)], server.socket)
+    finally:
+        server.stop()
     assert result(tmp_path, "a")[1]["warm"] and result(tmp_path, "b")[1]["warm"]
     assert result(tmp_path, "a")[0]["random"] != result(tmp_path, "b")[0]["random"]
 
