@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nasctl.orchestration import boxdecomp
 from nasctl.orchestration.gpfit import FitCache
 from nasctl.orchestration.methods import resolve_method
 from nasctl.orchestration.novelty import METHOD as EXPLORE
@@ -179,6 +180,7 @@ class AxOptimizer:
             warnings.filterwarnings("ignore", module=mod)
         torch.set_num_threads(1)
         _limit_blas_threads()
+        boxdecomp.install()
         self.spec = spec
         self.names = ax_metric_names(spec)
         self.client = Client(random_seed=spec.optimizer.seed)

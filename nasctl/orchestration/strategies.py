@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from nasctl.orchestration import gpfit
-from nasctl.spec import ExperimentSpec
+from nasctl.spec import ExperimentSpec, FloatParameter
 
 SAAS_NUTS = {"warmup_steps": 128, "num_samples": 128, "thinning": 16, "max_tree_depth": 6}
 """NUTS for SAASBO: 8 posterior samples of the hyperparameters after 128 warm-up
@@ -80,6 +80,7 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
     )
     gs = choose_generation_strategy(struct, model_config=config)
     dims = len(spec.tunable)
+    continuous = all(isinstance(p, FloatParameter) for p in spec.tunable.values())
     for node in gs._nodes:  # noqa: SLF001 - Ax offers no public hook for these options
         for gspec in node.generator_specs:
             if gspec.generator_enum.value != "BoTorch":
@@ -104,6 +105,15 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
                     **gspec.generator_kwargs.get("botorch_acqf_options", {}),
                     "sampler": SobolQMCNormalSampler(sample_shape=torch.Size([samples]), seed=seed),
                 }
+            if continuous:
+                # BoTorch re-runs the whole optimisation from new starting points when
+                # any restart's L-BFGS-B ends abnormally (a failed line search on a flat
+                # log-acquisition surface), and keeps the second attempt's result, not
+                # the better of the two: on VehicleSafety at 45 trials 3 proposals in 5
+                # paid it (0.4-0.6 s -> 1.4-1.9 s). The first attempt's best restart is
+                # as good a candidate. (Only `optimize_acqf`, used for continuous spaces,
+                # takes this option.)
+                budget = {**budget, "retry_on_optimization_warning": False}
             options: dict[str, Any] = {"optimizer_kwargs": budget}
             gspec.generator_gen_kwargs = {
                 **gspec.generator_gen_kwargs,

@@ -105,3 +105,35 @@ def test_two_objectives_keep_botorchs_default_samples() -> None:
     for node in opt.client._generation_strategy._nodes:
         for g in node.generator_specs:
             assert "sampler" not in g.generator_kwargs.get("botorch_acqf_options", {})
+
+
+def test_continuous_spaces_keep_the_first_acquisition_optimisation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BoTorch's retry after an abnormal L-BFGS-B end discards the first
+    attempt's restarts; for continuous spaces (BoTorch's `optimize_acqf`) it is off."""
+    from ax.generators.torch.botorch_modular import acquisition
+
+    seen: list[dict[str, Any]] = []
+    real = acquisition.optimize_acqf
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(acquisition, "optimize_acqf", spy)
+    propose(AxOptimizer(make_spec(2, max_trials=8)), 7, 2)
+    assert seen and all(k["retry_on_optimization_warning"] is False for k in seen)
+    assert all(k["num_restarts"] == 8 and k["raw_samples"] == 256 for k in seen)
+
+
+def test_mixed_spaces_do_not_get_the_continuous_only_option() -> None:
+    spec = make_spec(2, max_trials=8)
+    data = spec.model_dump(mode="json")
+    data["search_space"]["n"] = {"type": "int", "low": 1, "high": 9}
+    opt = AxOptimizer(parse_spec(json.dumps(data)))
+    for node in opt.client._generation_strategy._nodes:
+        for g in node.generator_specs:
+            budget = g.generator_gen_kwargs.get("model_gen_options", {}).get("optimizer_kwargs", {})
+            assert "retry_on_optimization_warning" not in budget
+    for _ in range(7):
+        (c,) = opt.generate(1)  # the mixed optimiser accepts the options it is given
+        opt.complete(c.index, {"f0": float(c.parameters["n"]) + float(c.parameters["x0"]), "f1": -float(c.parameters["n"])})
