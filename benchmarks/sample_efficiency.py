@@ -49,11 +49,10 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "sample_efficiency"
 
 
 # --- one run -----------------------------------------------------------------------------
-def run_nasctl(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
-    from nasctl.orchestration.methods import resolve_method
-    from nasctl.orchestration.service import start_experiment
+def nasctl_spec(problem: Problem, seed: int, budget: int) -> Any:
+    """The spec nasctl runs `problem` with: the reference point as objective
+    thresholds, one trial at a time on the in-process runner."""
     from nasctl.spec import parse_spec
-    from nasctl.store import Store
 
     spec_data = {
         "name": f"se-{problem.name}-{seed}",
@@ -64,7 +63,15 @@ def run_nasctl(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
         "runner": {"scheduler": "inprocess", "cfg": {"workers": 1}},
         "optimizer": {"method": "auto", "seed": seed},
     }
-    spec = parse_spec(json.dumps(spec_data), source="<benchmark>")
+    return parse_spec(json.dumps(spec_data), source="<benchmark>")
+
+
+def run_nasctl(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
+    from nasctl.orchestration.methods import resolve_method
+    from nasctl.orchestration.service import start_experiment
+    from nasctl.store import Store
+
+    spec = nasctl_spec(problem, seed, budget)
     with tempfile.TemporaryDirectory(prefix="nasctl-se-") as tmp:
         store = Store(f"sqlite:///{tmp}/nasctl.db", create=True)
         summary = start_experiment(store, spec, tmp, poll_interval=0.1)

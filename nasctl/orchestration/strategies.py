@@ -31,8 +31,12 @@ DEFAULT_MC_SAMPLES = 128
 def mc_samples(objectives: int) -> int:
     """Quasi-MC posterior samples for qLogNEHVI. With 3+ objectives each sample
     needs its own box decomposition of the baseline front (~60 ms each at 25
-    trials on a loaded 2-core machine: 7.6 s of a 15 s proposal with BoTorch's
-    128); 32 QMC samples keep the estimate's ranking of candidates."""
+    trials on a loaded 2-core machine with BoTorch's own code: 7.6 s of a 15 s
+    proposal with BoTorch's 128; `boxdecomp` now does them ~4x faster).
+    From 1,000 random NAS-Bench-201 cells (3 objectives; 6 benchmark states
+    x 3 sampler seeds) a 32-sample estimate picked a cell with 0.995 of the
+    best hypervolume improvement under a 512-sample estimate, on average; 16
+    samples picked 0.967 (once 0.53)."""
     return DEFAULT_MC_SAMPLES if objectives <= 2 else 32
 
 
@@ -110,9 +114,9 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
                 # any restart's L-BFGS-B ends abnormally (a failed line search on a flat
                 # log-acquisition surface), and keeps the second attempt's result, not
                 # the better of the two: on VehicleSafety at 45 trials 3 proposals in 5
-                # paid it (0.4-0.6 s -> 1.4-1.9 s). The first attempt's best restart is
-                # as good a candidate. (Only `optimize_acqf`, used for continuous spaces,
-                # takes this option.)
+                # paid it (1.4-2.6 s of optimisation instead of 0.4-0.9 s). The first
+                # attempt's best restart is as good a candidate. (Only `optimize_acqf`,
+                # used for continuous spaces, takes this option.)
                 budget = {**budget, "retry_on_optimization_warning": False}
             options: dict[str, Any] = {"optimizer_kwargs": budget}
             gspec.generator_gen_kwargs = {
