@@ -34,9 +34,9 @@ def mc_samples(objectives: int) -> int:
     trials on a loaded 2-core machine with BoTorch's own code: 7.6 s of a 15 s
     proposal with BoTorch's 128; `boxdecomp` now does them ~4x faster).
     From 1,000 random NAS-Bench-201 cells (3 objectives; 6 benchmark states
-    x 3 sampler seeds) a 32-sample estimate picked a cell with 0.995 of the
+    x 3 sampler seeds) a 32-sample estimate picked a cell with 0.996 of the
     best hypervolume improvement under a 512-sample estimate, on average; 16
-    samples picked 0.967 (once 0.53)."""
+    samples picked 0.965 (once 0.51). See benchmarks/acq_samples.py."""
     return DEFAULT_MC_SAMPLES if objectives <= 2 else 32
 
 
