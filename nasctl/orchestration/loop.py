@@ -163,9 +163,12 @@ class _Stop(Exception):
 
 
 FAST_POLL_SECONDS = 0.05
-GENERATOR_JOIN_SECONDS = 120.0
-INTERRUPTED = "interrupted (Ctrl-C twice)"
 """Poll interval while a running trial is near its expected end."""
+
+GENERATOR_JOIN_SECONDS = 120.0
+"""How long a finishing run waits for a proposal in progress (2 s after a double Ctrl-C)."""
+
+INTERRUPTED = "interrupted (Ctrl-C twice)"
 
 DUE_FRACTION = 0.8
 """A running trial is near its end once it has run this share of the median trial."""
