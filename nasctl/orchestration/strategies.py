@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nasctl.orchestration import gpfit
+from nasctl.orchestration import catgp, gpfit
 from nasctl.spec import ExperimentSpec, FloatParameter
 
 SAAS_NUTS = {"warmup_steps": 128, "num_samples": 128, "thinning": 16, "max_tree_depth": 6}
@@ -71,7 +71,7 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
             name="SAASBO",
         )
     elif method == "categorical":
-        config = ModelConfig(name="categorical")
+        config = ModelConfig(botorch_model_class=catgp.model_class(), name="categorical")
     elif method == "botorch":
         config = ModelConfig(name="botorch")
     else:
