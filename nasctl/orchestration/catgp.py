@@ -10,7 +10,7 @@ model that ignored the inputs would score about 1.4. A log-normal prior,
 median length scale 2 (one changed choice of six keeps 0.92 of the
 correlation), brought those to 1.7, 1.2 and 1.3 and raised the rank
 correlation of its predictions with the truth from 0.21 / 0.42 / 0.48 to
-0.43 / 0.71 / 0.66 (medians and means of 6 random training sets; see
+0.43 / 0.71 / 0.66 (medians and means over 6-8 random training sets; see
 docs/benchmarks.md for the optimisation runs).
 """
 
