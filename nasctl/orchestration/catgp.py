@@ -57,8 +57,16 @@ def model_class() -> type:
 
     # Ax passes only the arguments that the class's signature names
     CategoricalGP.__init__.__signature__ = inspect.signature(MixedSingleTaskGP.__init__)  # type: ignore[attr-defined]
+    CategoricalGP.__qualname__ = "CategoricalGP"  # pickled by reference: `catgp.CategoricalGP`, below
     _CLASS = CategoricalGP
     return _CLASS
 
 
 _CLASS: type | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """`catgp.CategoricalGP` (what pickle looks up) builds the class on first use."""
+    if name == "CategoricalGP":
+        return model_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,8 @@ Methods (the spec's `optimizer.method`):
   qLogNEHVI (qLogNEI for one objective); unordered choices are one-hot encoded.
 - `categorical`: a GP whose kernel treats unordered choices as categories
   (BoTorch's MixedSingleTaskGP: categorical kernel on them, Matern on the
-  rest; nasctl adds a prior on the categorical length scales, see `catgp`) and an acquisition optimizer that stays on valid choices (enumeration
+  rest; nasctl adds a prior on the categorical length scales, see `catgp`)
+  and an acquisition optimizer that stays on valid choices (enumeration
   for up to 10,000 combinations, otherwise local search over neighbouring
   choices from many starting points). One-hot encoding makes the GP see
   "conv3x3 vs none" as a distance in a 5-dimensional box and lets the

@@ -85,6 +85,18 @@ def test_prior_predicts_held_out_cells_better_than_the_prior_free_model() -> Non
     assert mean["prior"][1] > mean["plain"][1]  # rank correlation: better
 
 
+def test_a_fitted_model_pickles_and_predicts_the_same() -> None:
+    import pickle
+
+    x, y = _cell_data(12, 1)
+    model = _fit(catgp.model_class(), x, y)
+    again = pickle.loads(pickle.dumps(model))
+    assert type(again) is catgp.model_class()
+    model.eval(), again.eval()  # type: ignore[attr-defined]
+    with torch.no_grad():
+        assert torch.equal(model.posterior(x).mean, again.posterior(x).mean)  # type: ignore[attr-defined]
+
+
 def test_the_categorical_method_fits_this_model() -> None:
     from nasctl.orchestration.optimizer import AxOptimizer
 
