@@ -62,6 +62,18 @@ def _transient(e: BaseException) -> bool:
     return False
 
 
+OPEN_RETRY_SECONDS = 15.0
+"""How long opening a database keeps retrying after a dropped connection."""
+
+
+def _dropped(e: BaseException) -> bool:
+    """A connection that was there and went away (not one that never came up)."""
+    if isinstance(e, DBAPIError) and e.connection_invalidated:
+        return True
+    text = str(getattr(e, "orig", e)).lower()
+    return any(s in text for s in ("terminat", "server closed", "gone away", "lost connection"))
+
+
 def retrying(fn: F) -> F:
     """Retry a store operation with exponential backoff while the database is
     unreachable (restart, dropped connection, lock), for up to RETRY_SECONDS.
@@ -258,22 +270,39 @@ class Store:
         if self.is_sqlite:
             event.listen(self.engine, "connect", _set_sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        try:
-            if initialize and migrate.is_empty(self.engine):
-                migrate.upgrade(self.engine)
-            elif check:
-                if migrate.is_empty(self.engine):
-                    raise NotFoundError(
-                        f"database {self.display_url} holds no nasctl data",
-                        f"start an experiment with `nasctl run SPEC.yaml --db {self.display_url}` "
-                        f"or initialise it with `nasctl db upgrade --db {self.display_url}`",
-                    )
-                migrate.check_revision(self.engine, self.display_url)
-        except OperationalError as e:
-            raise StorageError(
-                f"cannot open database {self.display_url}: {str(e.orig).strip().splitlines()[0]}",
-                "check that the server runs and the URL is right",
-            ) from None
+        delay, deadline = 0.2, time.monotonic() + min(self.retry_seconds, OPEN_RETRY_SECONDS)
+        while True:
+            try:
+                self._open(initialize, check)
+                return
+            except OperationalError as e:
+                # a connection dropped while opening (server restart, an administrator
+                # ending sessions) is worth another try; a server that is not there,
+                # a wrong URL or wrong credentials is not: say so at once
+                if _dropped(e) and time.monotonic() + delay <= deadline:
+                    log.warning("database connection dropped while opening (%s); retrying in %.1fs",
+                                str(e.orig).strip()[:80], delay)
+                    self.engine.dispose()
+                    time.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    continue
+                raise StorageError(
+                    f"cannot open database {self.display_url}: {str(e.orig).strip().splitlines()[0]}",
+                    "check that the server runs and the URL is right",
+                ) from None
+
+    def _open(self, initialize: bool, check: bool) -> None:
+        """Create the schema in an empty database, or check the existing one's revision."""
+        if initialize and migrate.is_empty(self.engine):
+            migrate.upgrade(self.engine)
+        elif check:
+            if migrate.is_empty(self.engine):
+                raise NotFoundError(
+                    f"database {self.display_url} holds no nasctl data",
+                    f"start an experiment with `nasctl run SPEC.yaml --db {self.display_url}` "
+                    f"or initialise it with `nasctl db upgrade --db {self.display_url}`",
+                )
+            migrate.check_revision(self.engine, self.display_url)
 
     def close(self) -> None:
         self.engine.dispose()

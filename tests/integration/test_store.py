@@ -253,3 +253,36 @@ def test_trial_writes_are_all_or_nothing(db_url: str, monkeypatch: pytest.Monkey
         store.add_trial(exp.id, 0, {"x": 2}, "Sobol", "e-0b", "/tmp/e/0b")
     assert len(store.list_trials(exp.id)) == 1 and store.events(exp.id) == events
     store.close()
+
+
+def _failing_once(message: str, calls: list[int]) -> Any:
+    from sqlalchemy.exc import OperationalError
+
+    real = migrate.is_empty
+
+    def is_empty(engine: Any) -> bool:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("SELECT 1", {}, Exception(message))
+        return real(engine)
+
+    return is_empty
+
+
+def test_opening_retries_a_dropped_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An administrator ending sessions (or a server restart) while a run opens its
+    database is retried; the run starts instead of failing."""
+    calls: list[int] = []
+    monkeypatch.setattr(migrate, "is_empty", _failing_once("terminating connection due to administrator command", calls))
+    store = Store(f"sqlite:///{tmp_path}/a.db", create=True)
+    assert len(calls) >= 2
+    assert store.list_experiments() == []
+
+
+def test_opening_does_not_retry_a_server_that_is_not_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(migrate, "is_empty", _failing_once('connection to server at "127.0.0.1", port 1 failed: '
+                                                           "Connection refused", calls))
+    with pytest.raises(StorageError, match="cannot open database .*Connection refused"):
+        Store(f"sqlite:///{tmp_path}/a.db", create=True)
+    assert len(calls) == 1  # at once: a wrong URL or a stopped server gets its answer without waiting
