@@ -48,30 +48,52 @@ log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_DROPPED = ("terminat", "server closed", "gone away", "lost connection")
+"""What drivers say when a connection that was there went away."""
+_UNAVAILABLE = ("locked", "busy", "connection", "lost", "refused", "shutting down", "starting up", "recovery")
+"""What they say when the database is busy or not (yet) reachable."""
+
+
+def _says(e: BaseException, words: tuple[str, ...]) -> bool:
+    return isinstance(e, OperationalError) and any(w in str(e.orig).lower() for w in words)
+
+
+def _dropped(e: BaseException) -> bool:
+    """A connection that was there and went away (not one that never came up)."""
+    return (isinstance(e, DBAPIError) and e.connection_invalidated) or _says(e, _DROPPED)
+
+
 def _transient(e: BaseException) -> bool:
     """A lost connection or a busy database: worth retrying."""
-    if isinstance(e, DBAPIError) and e.connection_invalidated:
-        return True
-    if isinstance(e, OperationalError):
-        text = str(e.orig).lower()
-        return any(
-            s in text
-            for s in ("locked", "busy", "connection", "terminat", "server closed", "gone away", "lost", "refused",
-                      "shutting down", "starting up", "recovery")
-        )
-    return False
+    return _dropped(e) or _says(e, _UNAVAILABLE)
 
 
 OPEN_RETRY_SECONDS = 15.0
 """How long opening a database keeps retrying after a dropped connection."""
 
 
-def _dropped(e: BaseException) -> bool:
-    """A connection that was there and went away (not one that never came up)."""
-    if isinstance(e, DBAPIError) and e.connection_invalidated:
-        return True
-    text = str(getattr(e, "orig", e)).lower()
-    return any(s in text for s in ("terminat", "server closed", "gone away", "lost connection"))
+def _first_line(e: DBAPIError) -> str:
+    return str(e.orig).strip().splitlines()[0]
+
+
+def _with_backoff(
+    store: Store, call: Callable[[], Any], *, errors: tuple[type[DBAPIError], ...], worth_retry: Callable[[BaseException], bool],
+    seconds: float, cap: float, what: str, failure: Callable[[DBAPIError], StorageError],
+) -> Any:
+    """Call `call`; while it raises one of `errors` that is `worth_retry`, dispose of the
+    store's pooled connections and try again after 0.2 s, doubling up to `cap`, for up to
+    `seconds`. Any other error, or one past the deadline, becomes `failure(e)`."""
+    delay, deadline = 0.2, time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except errors as e:
+            if not worth_retry(e) or time.monotonic() + delay > deadline:
+                raise failure(e) from e
+            log.warning("%s (%s); retrying in %.1fs", what, str(e.orig).strip()[:80], delay)
+            store.engine.dispose()
+            time.sleep(delay)
+            delay = min(delay * 2, cap)
 
 
 def retrying(fn: F) -> F:
@@ -83,20 +105,14 @@ def retrying(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
-        delay, deadline = 0.2, time.monotonic() + self.retry_seconds
-        while True:
-            try:
-                return fn(self, *args, **kwargs)
-            except (OperationalError, DBAPIError) as e:
-                if not _transient(e) or time.monotonic() + delay > deadline:
-                    raise StorageError(
-                        f"database {self.display_url} failed: {str(e.orig).strip().splitlines()[0]}",
-                        "check that the database is reachable; nothing was lost, resume with `nasctl resume NAME`",
-                    ) from e
-                log.warning("database unavailable (%s); retrying in %.1fs", str(e.orig).strip()[:80], delay)
-                self.engine.dispose()
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
+        return _with_backoff(
+            self, lambda: fn(self, *args, **kwargs), errors=(OperationalError, DBAPIError), worth_retry=_transient,
+            seconds=self.retry_seconds, cap=10.0, what="database unavailable",
+            failure=lambda e: StorageError(
+                f"database {self.display_url} failed: {_first_line(e)}",
+                "check that the database is reachable; nothing was lost, resume with `nasctl resume NAME`",
+            ),
+        )
 
     return wrapper  # type: ignore[return-value]
 
@@ -270,26 +286,18 @@ class Store:
         if self.is_sqlite:
             event.listen(self.engine, "connect", _set_sqlite_pragmas)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        delay, deadline = 0.2, time.monotonic() + min(self.retry_seconds, OPEN_RETRY_SECONDS)
-        while True:
-            try:
-                self._open(initialize, check)
-                return
-            except OperationalError as e:
-                # a connection dropped while opening (server restart, an administrator
-                # ending sessions) is worth another try; a server that is not there,
-                # a wrong URL or wrong credentials is not: say so at once
-                if _dropped(e) and time.monotonic() + delay <= deadline:
-                    log.warning("database connection dropped while opening (%s); retrying in %.1fs",
-                                str(e.orig).strip()[:80], delay)
-                    self.engine.dispose()
-                    time.sleep(delay)
-                    delay = min(delay * 2, 2.0)
-                    continue
-                raise StorageError(
-                    f"cannot open database {self.display_url}: {str(e.orig).strip().splitlines()[0]}",
-                    "check that the server runs and the URL is right",
-                ) from None
+        # a connection dropped while opening (server restart, an administrator ending
+        # sessions) is worth another try; a server that is not there, a wrong URL or
+        # wrong credentials is not: say so at once
+        _with_backoff(
+            self, lambda: self._open(initialize, check), errors=(OperationalError,), worth_retry=_dropped,
+            seconds=min(self.retry_seconds, OPEN_RETRY_SECONDS), cap=2.0,
+            what="database connection dropped while opening",
+            failure=lambda e: StorageError(
+                f"cannot open database {self.display_url}: {_first_line(e)}",
+                "check that the server runs and the URL is right",
+            ),
+        )
 
     def _open(self, initialize: bool, check: bool) -> None:
         """Create the schema in an empty database, or check the existing one's revision."""
