@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nasctl.orchestration import boxdecomp
+from nasctl.orchestration import boxdecomp, jointpost
 from nasctl.orchestration.gpfit import FitCache
 from nasctl.orchestration.methods import resolve_method
 from nasctl.orchestration.novelty import METHOD as EXPLORE
@@ -181,6 +181,7 @@ class AxOptimizer:
         torch.set_num_threads(1)
         _limit_blas_threads()
         boxdecomp.install()
+        jointpost.install()
         self.spec = spec
         self.names = ax_metric_names(spec)
         self.client = Client(random_seed=spec.optimizer.seed)

@@ -1,0 +1,164 @@
+"""qLogNEHVI on the categorical GP with one joint posterior for all candidates
+(`nasctl.orchestration.jointpost`): the same acquisition values, gradients and
+proposals as BoTorch's per-candidate posteriors, and used where it applies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from nasctl.orchestration import catgp, jointpost
+
+from tests.unit.test_optimizer_methods import CELL, make_spec, outcome
+
+
+@pytest.fixture
+def patched() -> Iterator[None]:
+    jointpost.install()
+    yield
+    jointpost.uninstall()
+
+
+def _model(n: int, outputs: int, mixed: bool, seed: int = 0) -> tuple[Any, torch.Tensor]:
+    """A fitted categorical GP on n random cells (6 edges x 5 ops; a continuous column if `mixed`)."""
+    from botorch.fit import fit_gpytorch_mll
+    from botorch.models.transforms.input import Normalize
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 5, (n, 6), generator=g).to(torch.float64)
+    if mixed:
+        x = torch.cat([x, torch.rand(n, 1, generator=g, dtype=torch.float64)], -1)
+    w = torch.rand(outputs, 5, generator=g, dtype=torch.float64)
+    y = torch.stack([w[k][x[:, :6].long()].sum(-1) for k in range(outputs)], -1)
+    if mixed:
+        y = y + torch.sin(6 * x[:, 6:])
+    transform = Normalize(d=x.shape[-1], bounds=torch.tensor([[0.0] * x.shape[-1], [4.0] * 6 + [1.0] * (x.shape[-1] - 6)],
+                                                             dtype=torch.float64))
+    # as Ax builds it: outcomes standardised before they reach the model, inputs normalised
+    model = catgp.model_class()(x, y, cat_dims=list(range(6)), input_transform=transform, outcome_transform=None)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    return model, x
+
+
+def _acqf(model: Any, x: torch.Tensor) -> Any:
+    from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
+    from botorch.sampling.normal import SobolQMCNormalSampler
+
+    with torch.no_grad():
+        ref = model.posterior(x).mean.min(0).values - 0.1
+    return qLogNoisyExpectedHypervolumeImprovement(
+        model=model, ref_point=ref, X_baseline=x, sampler=SobolQMCNormalSampler(torch.Size([32]), seed=0),
+        prune_baseline=False,
+    )
+
+
+def _cells(n: int, q: int, d: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 5, (n, q, 6), generator=g).to(torch.float64)
+    if d > 6:
+        x = torch.cat([x, torch.rand(n, q, d - 6, generator=g, dtype=torch.float64)], -1)
+    return x
+
+
+def _both(acqf: Any, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Acquisition values with BoTorch's own sampling and with the joint posterior."""
+    jointpost.uninstall()
+    with torch.no_grad():
+        own = acqf(X)
+    jointpost.install()
+    with torch.no_grad():
+        joint = acqf(X)
+    return own, joint
+
+
+@pytest.mark.parametrize(("outputs", "q", "pending"), [(3, 1, False), (2, 1, False), (3, 2, False), (3, 1, True)])
+def test_same_values_as_per_candidate_posteriors(patched: None, outputs: int, q: int, pending: bool) -> None:
+    model, x = _model(30, outputs, mixed=False)
+    acqf = _acqf(model, x)
+    if pending:  # cached into the baseline, as a running experiment's trials are
+        acqf.set_X_pending(_cells(2, 1, 6, 7).squeeze(1))
+    for n in (24, 128):
+        X = _cells(n, q, 6, n)
+        calls: list[int] = []
+        original = jointpost.candidate_posteriors
+
+        def counting(*args: Any, _o: Any = original, _c: list[int] = calls) -> Any:
+            _c.append(1)
+            return _o(*args)
+
+        jointpost.candidate_posteriors = counting  # type: ignore[assignment]
+        try:
+            own, joint = _both(acqf, X)
+        finally:
+            jointpost.candidate_posteriors = original  # type: ignore[assignment]
+        assert calls, "the joint posterior was not used"
+        assert torch.allclose(own, joint, rtol=0, atol=1e-9), float((own - joint).abs().max())
+        assert int(own.argmax()) == int(joint.argmax())
+
+
+def test_same_gradients_in_a_mixed_space(patched: None) -> None:
+    model, x = _model(25, 2, mixed=True)
+    acqf = _acqf(model, x)
+    X = _cells(8, 1, 7, 3)
+    grads = []
+    for install in (jointpost.uninstall, jointpost.install):
+        install()
+        Xg = X.clone().requires_grad_(True)
+        value = acqf(Xg)
+        (grad,) = torch.autograd.grad(value.sum(), Xg)
+        grads.append((value.detach(), grad[..., 6]))
+    (v0, g0), (v1, g1) = grads
+    assert torch.allclose(v0, v1, rtol=0, atol=1e-9)
+    assert g0.abs().max() > 0  # the continuous column's gradient exists, and agrees
+    assert torch.allclose(g0, g1, rtol=1e-7, atol=1e-9)
+
+
+def test_other_models_keep_botorchs_path(patched: None) -> None:
+    from botorch.models import SingleTaskGP
+
+    x = torch.rand(12, 3, dtype=torch.float64)
+    gp = SingleTaskGP(x, torch.stack([x.sum(-1), x.prod(-1)], -1))
+    assert not jointpost._supported(gp, torch.zeros(4, 1, 3, dtype=torch.float64))
+    model, _ = _model(12, 2, mixed=False)
+    assert jointpost._supported(model, torch.zeros(4, 1, 6, dtype=torch.float64))
+    # one candidate batch: the joint posterior is no smaller, so BoTorch's call is kept
+    acqf = _acqf(model, _)
+    calls: list[int] = []
+    original = jointpost.candidate_posteriors
+    jointpost.candidate_posteriors = lambda *a: calls.append(1) or original(*a)  # type: ignore[assignment, func-returns-value]
+    try:
+        with torch.no_grad():
+            acqf(_cells(1, 1, 6, 0))
+    finally:
+        jointpost.candidate_posteriors = original  # type: ignore[assignment]
+    assert not calls
+
+
+def test_categorical_proposals_unchanged() -> None:
+    """A categorical-method run proposes the same cells with BoTorch's sampling as with
+    the joint posterior (each proposal from the same observed state)."""
+    from nasctl.orchestration.optimizer import AxOptimizer
+
+    spec = make_spec(CELL, max_trials=9, initial=3)
+    runs = []
+    for use_joint in (False, True):
+        opt = AxOptimizer(spec)  # installs the joint posterior
+        from botorch.utils.multi_objective.hypervolume import NoisyExpectedHypervolumeMixin
+
+        assert NoisyExpectedHypervolumeMixin._compute_posterior_samples_and_concat_pending is jointpost._samples_and_pending
+        if not use_joint:
+            jointpost.uninstall()
+        proposed = []
+        try:
+            for _ in range(9):
+                (c,) = opt.generate(1)
+                opt.complete(c.index, outcome(c.parameters))
+                proposed.append(c.parameters)
+        finally:
+            jointpost.install()
+        runs.append(proposed)
+    assert runs[0] == runs[1]
