@@ -18,12 +18,18 @@ call gives (equal to rounding; `tests/unit/test_jointpost.py` compares
 acquisition values and gradients), with `(b + n q)^2` covariance entries
 instead of `n (b + q)^2`.
 
-`install()` routes qLogNEHVI's (and qNEHVI's) sampling through it where that
-is exact and cheaper: an exact GP with batched outputs (BoTorch's SingleTaskGP
-family, which Ax fits for every nasctl method but SAASBO), no outcome
-transform on the model, an input transform that maps each point on its own
-(`Normalize`) or none, `n x q x d` candidates and no pending points outside
-the cached baseline. Anything else takes BoTorch's own path.
+`install()` routes qLogNEHVI's (and qNEHVI's) sampling through it for the
+categorical method's GP (`MixedSingleTaskGP` and its subclass in `catgp`), as
+Ax builds it (no outcome transform on the model, `Normalize` or no input
+transform), for `n x q x d` candidates with no pending points outside the
+cached baseline, and only where the joint posterior is the smaller one.
+Measured on replayed benchmark states, scoring 24 / 128 candidates: NAS-Bench-201
+3-obj 27 -> 13 ms / 195 -> 57 ms, 2-obj 19 -> 15 ms / 104 -> 79 ms. The
+values were bit for bit the same away from observed points; at an observed
+point (where the joint covariance is singular) they differed by up to 4e-11.
+For the continuous GPs of the other methods (cheap kernels, gradient-based
+optimisation) it saved at most 10% and is not used: everything else takes
+BoTorch's own path.
 """
 
 from __future__ import annotations

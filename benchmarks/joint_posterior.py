@@ -1,0 +1,81 @@
+"""What scoring candidates costs with BoTorch's per-candidate posteriors and with
+nasctl's joint posterior (`nasctl/orchestration/jointpost.py`), and whether the
+values agree.
+
+    PYTHONPATH=$PWD python benchmarks/joint_posterior.py \
+        [--problems nb201_3obj,nb201_2obj] [--seeds 0,1,2] [--trials 44] [--sizes 24,128] [--repeats 10]
+
+Replays stored runs of the sample-efficiency suite (as `acq_samples.py` does:
+the optimizer is rebuilt from a run's first `--trials` trials and makes one
+proposal) and scores random candidates of each `--size` (24: the neighbours
+of one cell in a local-search step; 128: the raw samples) with both paths, on
+the same acquisition function. Prints the CPU time per call (median of
+`--repeats`), the largest difference between the two paths' values, and
+whether they rank the same candidate first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.acq_samples import acquisition_at, pool  # noqa: E402
+from benchmarks.sample_efficiency import DEFAULT_OUT  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--problems", default="nb201_3obj,nb201_2obj")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--trials", type=int, default=44)
+    ap.add_argument("--sizes", default="24,128")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--results", type=Path, default=DEFAULT_OUT)
+    a = ap.parse_args(argv)
+
+    from nasctl.orchestration.service import prepare_orchestrator_process
+
+    prepare_orchestrator_process()
+    import torch
+
+    from nasctl.orchestration import jointpost
+
+    def cpu_per_call(acqf: object, X: torch.Tensor) -> tuple[float, torch.Tensor]:
+        with torch.no_grad():
+            values = acqf(X)  # type: ignore[operator]
+            times = []
+            for _ in range(a.repeats):
+                t0 = time.thread_time()
+                acqf(X)  # type: ignore[operator]
+                times.append(time.thread_time() - t0)
+        return statistics.median(times), values
+
+    print(f"{a.trials} trials observed, seeds {a.seeds}; CPU ms per call, median of {a.repeats}\n")
+    print("| problem | seed | candidates | BoTorch (ms) | joint (ms) | speed-up | max abs. difference | same first |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for problem in a.problems.split(","):
+        for seed in (int(s) for s in a.seeds.split(",")):
+            jointpost.install()
+            acquisition = acquisition_at(problem, seed, a.trials, a.results)
+            acqf = acquisition.acqf
+            for size in (int(s) for s in a.sizes.split(",")):
+                X = pool(acquisition, size, seed)
+                jointpost.uninstall()
+                own_t, own = cpu_per_call(acqf, X)
+                jointpost.install()
+                joint_t, joint = cpu_per_call(acqf, X)
+                print(f"| {problem} | {seed} | {size} | {own_t * 1e3:.1f} | {joint_t * 1e3:.1f} | {own_t / joint_t:.2f}x "
+                      f"| {float((own - joint).abs().max()):.1e} | {'yes' if int(own.argmax()) == int(joint.argmax()) else 'NO'} |",
+                      flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
