@@ -12,6 +12,12 @@ of one cell in a local-search step; 128: the raw samples) with both paths, on
 the same acquisition function. Prints the CPU time per call (median of
 `--repeats`), the largest difference between the two paths' values, and
 whether they rank the same candidate first.
+
+`--proposals` adds whole proposals: for each seed and each of `--proposal-trials`
+the optimizer is restored from the stored run twice, once per path, and proposes
+twice; the table gives the CPU time of the second proposal (the first one fits
+the GP from scratch, as a resumed run does; the second starts from that fit,
+as the loop's proposals do) and whether both paths proposed the same points.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="24,128")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--results", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--proposals", action="store_true", help="also time whole proposals from replayed states")
+    ap.add_argument("--proposal-trials", default="40,45")
     a = ap.parse_args(argv)
 
     from nasctl.orchestration.service import prepare_orchestrator_process
@@ -74,7 +82,46 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| {problem} | {seed} | {size} | {own_t * 1e3:.1f} | {joint_t * 1e3:.1f} | {own_t / joint_t:.2f}x "
                       f"| {float((own - joint).abs().max()):.1e} | {'yes' if int(own.argmax()) == int(joint.argmax()) else 'NO'} |",
                       flush=True)
+    if a.proposals:
+        proposal_table(a)
     return 0
+
+
+def proposal_table(a: argparse.Namespace) -> None:
+    import json
+
+    from benchmarks.problems import get_problem
+    from benchmarks.sample_efficiency import nasctl_spec
+    from nasctl.orchestration import jointpost
+    from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial
+
+    print(f"\nWhole proposals from replayed states (CPU s of the second of two proposals; seeds {a.seeds})\n")
+    print("| problem | trials | BoTorch (s), median | joint (s), median | speed-up | same proposals |")
+    print("|---|---:|---:|---:|---:|---|")
+    for problem in a.problems.split(","):
+        for trials in (int(k) for k in a.proposal_trials.split(",")):
+            cpu: dict[bool, list[float]] = {False: [], True: []}
+            same = 0
+            seeds = [int(s) for s in a.seeds.split(",")]
+            for seed in seeds:
+                run = json.loads((a.results / problem / "nasctl" / f"seed{seed:02d}.json").read_text())
+                proposed = {}
+                for joint in (False, True):
+                    opt = AxOptimizer(nasctl_spec(get_problem(problem), seed, run["budget"]))  # installs it
+                    if not joint:
+                        jointpost.uninstall()
+                    opt.restore([RestoredTrial(i, run["params"][i], "COMPLETED", run["methods"][i], run["values"][i])
+                                 for i in range(trials)])
+                    first = opt.generate(1)
+                    t0 = time.thread_time()
+                    second = opt.generate(1)
+                    cpu[joint].append(time.thread_time() - t0)
+                    proposed[joint] = [c.parameters for c in first + second]
+                    jointpost.install()
+                same += proposed[False] == proposed[True]
+            own, joint_t = statistics.median(cpu[False]), statistics.median(cpu[True])
+            print(f"| {problem} | {trials} | {own:.2f} | {joint_t:.2f} | {own / joint_t:.2f}x | {same} of {len(seeds)} |",
+                  flush=True)
 
 
 if __name__ == "__main__":
