@@ -45,7 +45,7 @@ def _model(n: int, outputs: int, mixed: bool, seed: int = 0) -> tuple[Any, torch
     return model, x
 
 
-def _acqf(model: Any, x: torch.Tensor) -> Any:
+def _acqf(model: Any, x: torch.Tensor, cache_pending: bool = True) -> Any:
     from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
     from botorch.sampling.normal import SobolQMCNormalSampler
 
@@ -53,7 +53,7 @@ def _acqf(model: Any, x: torch.Tensor) -> Any:
         ref = model.posterior(x).mean.min(0).values - 0.1
     return qLogNoisyExpectedHypervolumeImprovement(
         model=model, ref_point=ref, X_baseline=x, sampler=SobolQMCNormalSampler(torch.Size([32]), seed=0),
-        prune_baseline=False,
+        prune_baseline=False, cache_pending=cache_pending,
     )
 
 
@@ -76,8 +76,8 @@ def _both(acqf: Any, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return own, joint
 
 
-@pytest.mark.parametrize(("outputs", "q", "pending"), [(3, 1, False), (2, 1, False), (3, 2, False), (3, 1, True)])
-def test_same_values_as_per_candidate_posteriors(patched: None, outputs: int, q: int, pending: bool) -> None:
+@pytest.mark.parametrize(("outputs", "q", "pending"), [(3, 1, ""), (2, 1, ""), (3, 2, ""), (3, 1, "cached")])
+def test_same_values_as_per_candidate_posteriors(patched: None, outputs: int, q: int, pending: str) -> None:
     model, x = _model(30, outputs, mixed=False)
     acqf = _acqf(model, x)
     if pending:  # cached into the baseline, as a running experiment's trials are
@@ -99,6 +99,21 @@ def test_same_values_as_per_candidate_posteriors(patched: None, outputs: int, q:
         assert calls, "the joint posterior was not used"
         assert torch.allclose(own, joint, rtol=0, atol=1e-9), float((own - joint).abs().max())
         assert int(own.argmax()) == int(joint.argmax())
+
+
+def test_uncached_pending_points_keep_botorchs_path(patched: None) -> None:
+    """Pending points that are not part of the cached baseline are sampled with each
+    candidate: BoTorch's path, with the same values as before."""
+    model, x = _model(30, 3, mixed=False)
+    acqf = _acqf(model, x, cache_pending=False)
+    acqf.set_X_pending(_cells(2, 1, 6, 7).squeeze(1))
+    X = _cells(24, 1, 6, 3)
+    own, joint = _both(acqf, X)
+    assert torch.equal(own, joint)
+    with torch.no_grad():
+        acqf.set_X_pending(None)
+        without = acqf(X)
+    assert not torch.allclose(own, without)  # the pending points do change the values
 
 
 def test_same_gradients_in_a_mixed_space(patched: None) -> None:
