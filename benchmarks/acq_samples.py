@@ -36,8 +36,8 @@ from benchmarks.problems import get_problem  # noqa: E402
 from benchmarks.sample_efficiency import DEFAULT_OUT, nasctl_spec  # noqa: E402
 
 
-def acquisition_at(problem_name: str, seed: int, trials: int, results: Path) -> Any:
-    """Ax's `Acquisition` after one proposal from the state of a stored run after `trials` trials."""
+def restored_optimizer(problem_name: str, seed: int, trials: int, results: Path) -> Any:
+    """nasctl's optimizer restored (the resume path) from the first `trials` trials of a stored run."""
     from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial
 
     run = json.loads((results / problem_name / "nasctl" / f"seed{seed:02d}.json").read_text())
@@ -46,6 +46,12 @@ def acquisition_at(problem_name: str, seed: int, trials: int, results: Path) -> 
     opt = AxOptimizer(nasctl_spec(get_problem(problem_name), seed, run["budget"]))
     opt.restore([RestoredTrial(i, run["params"][i], "COMPLETED", run["methods"][i], run["values"][i])
                  for i in range(trials)])
+    return opt
+
+
+def acquisition_at(problem_name: str, seed: int, trials: int, results: Path) -> Any:
+    """Ax's `Acquisition` after one proposal from the state of a stored run after `trials` trials."""
+    opt = restored_optimizer(problem_name, seed, trials, results)
     opt.generate(1)
     return opt.client._generation_strategy.adapter.generator._acquisition  # noqa: SLF001 - no public accessor
 

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.acq_samples import acquisition_at, pool  # noqa: E402
+from benchmarks.acq_samples import acquisition_at, pool, restored_optimizer  # noqa: E402
 from benchmarks.sample_efficiency import DEFAULT_OUT  # noqa: E402
 
 
@@ -88,12 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def proposal_table(a: argparse.Namespace) -> None:
-    import json
-
-    from benchmarks.problems import get_problem
-    from benchmarks.sample_efficiency import nasctl_spec
     from nasctl.orchestration import jointpost
-    from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial
 
     print(f"\nWhole proposals from replayed states (CPU s of the second of two proposals; seeds {a.seeds})\n")
     print("| problem | trials | BoTorch (s), median | joint (s), median | speed-up | same proposals |")
@@ -104,14 +99,11 @@ def proposal_table(a: argparse.Namespace) -> None:
             same = 0
             seeds = [int(s) for s in a.seeds.split(",")]
             for seed in seeds:
-                run = json.loads((a.results / problem / "nasctl" / f"seed{seed:02d}.json").read_text())
                 proposed = {}
                 for joint in (False, True):
-                    opt = AxOptimizer(nasctl_spec(get_problem(problem), seed, run["budget"]))  # installs it
+                    opt = restored_optimizer(problem, seed, trials, a.results)  # the optimizer installs it
                     if not joint:
                         jointpost.uninstall()
-                    opt.restore([RestoredTrial(i, run["params"][i], "COMPLETED", run["methods"][i], run["values"][i])
-                                 for i in range(trials)])
                     first = opt.generate(1)
                     t0 = time.thread_time()
                     second = opt.generate(1)

@@ -45,6 +45,8 @@ def _supported(model: Any, X: Any) -> bool:
 
     if not isinstance(model, MixedSingleTaskGP) or len(model._input_batch_shape) != 0:  # noqa: SLF001
         return False
+    if model.num_outputs < 2:  # (every multi-objective model has 2+)
+        return False
     if getattr(model, "outcome_transform", None) is not None:
         return False
     transform = getattr(model, "input_transform", None)
@@ -55,7 +57,8 @@ def _supported(model: Any, X: Any) -> bool:
 
 def candidate_posteriors(model: Any, X_baseline: Any, X: Any) -> Any:
     """The posterior `model.posterior(torch.cat([X_baseline expanded, X], -2))` returns for
-    `n x q x d` candidates `X` (a `GPyTorchPosterior` over `n` batches of `b + q` points),
+    `n x q x d` candidates `X` and a model with `m` >= 2 outputs (a `GPyTorchPosterior` over
+    `n` batches of `b + q` points and `m` outputs),
     computed from one joint posterior over the `b + n q` distinct points."""
     import torch
     from botorch.posteriors.gpytorch import GPyTorchPosterior
@@ -67,13 +70,8 @@ def candidate_posteriors(model: Any, X_baseline: Any, X: Any) -> Any:
     b = X_baseline.shape[-2]
     points = torch.cat([X_baseline, X.reshape(n * q, d)], dim=-2)
     joint = model.posterior(points).distribution
-    m = model.num_outputs
-    if m > 1:
-        mean = joint.mean.transpose(-1, -2)  # m x (b + n q)
-        covar = extract_batch_covar(joint).to_dense()  # m x (b + n q) x (b + n q)
-    else:
-        mean = joint.mean.unsqueeze(0)
-        covar = joint.covariance_matrix.unsqueeze(0)
+    mean = joint.mean.transpose(-1, -2)  # m x (b + n q)
+    covar = extract_batch_covar(joint).to_dense()  # m x (b + n q) x (b + n q)
     base = torch.arange(b, device=X.device).expand(n, b)
     own = b + torch.arange(n * q, device=X.device).view(n, q)
     index = torch.cat([base, own], dim=-1)  # n x (b + q)
@@ -81,9 +79,7 @@ def candidate_posteriors(model: Any, X_baseline: Any, X: Any) -> Any:
     covars = covar[:, index.unsqueeze(-1), index.unsqueeze(-2)]  # m x n x (b + q) x (b + q)
     # as operators, like the GP's own covariances: a dense tensor would make the
     # distribution factorise it at once (and fail where baseline points coincide)
-    mvns = [MultivariateNormal(means[t], DenseLinearOperator(covars[t])) for t in range(m)]
-    if m == 1:
-        return GPyTorchPosterior(mvns[0])
+    mvns = [MultivariateNormal(means[t], DenseLinearOperator(covars[t])) for t in range(model.num_outputs)]
     return GPyTorchPosterior(MultitaskMultivariateNormal.from_independent_mvns(mvns=mvns))
 
 

@@ -5,6 +5,7 @@ proposals as BoTorch's per-candidate posteriors, and used where it applies."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ import torch
 
 from nasctl.orchestration import catgp, jointpost
 
-from tests.unit.test_optimizer_methods import CELL, make_spec, outcome
+from tests.unit.test_optimizer_methods import CELL, make_spec, run
 
 
 @pytest.fixture
@@ -65,6 +66,23 @@ def _cells(n: int, q: int, d: int, seed: int) -> torch.Tensor:
     return x
 
 
+@contextmanager
+def _joint_calls() -> Iterator[list[int]]:
+    """Counts the calls of `candidate_posteriors` inside the block."""
+    calls: list[int] = []
+    original = jointpost.candidate_posteriors
+
+    def counting(*args: Any) -> Any:
+        calls.append(1)
+        return original(*args)
+
+    jointpost.candidate_posteriors = counting  # type: ignore[assignment]
+    try:
+        yield calls
+    finally:
+        jointpost.candidate_posteriors = original  # type: ignore[assignment]
+
+
 def _both(acqf: Any, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Acquisition values with BoTorch's own sampling and with the joint posterior."""
     jointpost.uninstall()
@@ -84,18 +102,8 @@ def test_same_values_as_per_candidate_posteriors(patched: None, outputs: int, q:
         acqf.set_X_pending(_cells(2, 1, 6, 7).squeeze(1))
     for n in (24, 128):
         X = _cells(n, q, 6, n)
-        calls: list[int] = []
-        original = jointpost.candidate_posteriors
-
-        def counting(*args: Any, _o: Any = original, _c: list[int] = calls) -> Any:
-            _c.append(1)
-            return _o(*args)
-
-        jointpost.candidate_posteriors = counting  # type: ignore[assignment]
-        try:
+        with _joint_calls() as calls:
             own, joint = _both(acqf, X)
-        finally:
-            jointpost.candidate_posteriors = original  # type: ignore[assignment]
         assert calls, "the joint posterior was not used"
         assert torch.allclose(own, joint, rtol=0, atol=1e-9), float((own - joint).abs().max())
         assert int(own.argmax()) == int(joint.argmax())
@@ -139,24 +147,18 @@ def test_other_models_keep_botorchs_path(patched: None) -> None:
     x = torch.rand(12, 3, dtype=torch.float64)
     gp = SingleTaskGP(x, torch.stack([x.sum(-1), x.prod(-1)], -1))
     assert not jointpost._supported(gp, torch.zeros(4, 1, 3, dtype=torch.float64))
-    model, _ = _model(12, 2, mixed=False)
+    model, cells = _model(12, 2, mixed=False)
     assert jointpost._supported(model, torch.zeros(4, 1, 6, dtype=torch.float64))
     # one candidate batch: the joint posterior is no smaller, so BoTorch's call is kept
-    acqf = _acqf(model, _)
-    calls: list[int] = []
-    original = jointpost.candidate_posteriors
-    jointpost.candidate_posteriors = lambda *a: calls.append(1) or original(*a)  # type: ignore[assignment, func-returns-value]
-    try:
-        with torch.no_grad():
-            acqf(_cells(1, 1, 6, 0))
-    finally:
-        jointpost.candidate_posteriors = original  # type: ignore[assignment]
+    acqf = _acqf(model, cells)
+    with _joint_calls() as calls, torch.no_grad():
+        acqf(_cells(1, 1, 6, 0))
     assert not calls
 
 
 def test_categorical_proposals_unchanged() -> None:
     """A categorical-method run proposes the same cells with BoTorch's sampling as with
-    the joint posterior (each proposal from the same observed state)."""
+    the joint posterior."""
     from nasctl.orchestration.optimizer import AxOptimizer
 
     spec = make_spec(CELL, max_trials=9, initial=3)
@@ -168,13 +170,8 @@ def test_categorical_proposals_unchanged() -> None:
         assert NoisyExpectedHypervolumeMixin._compute_posterior_samples_and_concat_pending is jointpost._samples_and_pending
         if not use_joint:
             jointpost.uninstall()
-        proposed = []
         try:
-            for _ in range(9):
-                (c,) = opt.generate(1)
-                opt.complete(c.index, outcome(c.parameters))
-                proposed.append(c.parameters)
+            runs.append([c.parameters for c in run(opt, 9)])
         finally:
             jointpost.install()
-        runs.append(proposed)
     assert runs[0] == runs[1]
