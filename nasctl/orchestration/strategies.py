@@ -51,13 +51,15 @@ def acquisition_budget(dims: int) -> dict[str, int]:
 
 def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any:
     """The `GenerationStrategy` for `method` (one of botorch, categorical, saasbo, sobol)."""
-    from ax.adapter.registry import Mixed_transforms, Y_trans
+    from ax.adapter.registry import MBM_X_trans, Mixed_transforms, Y_trans
     from ax.api.utils.generation_strategy_dispatch import choose_generation_strategy
     from ax.api.utils.structs import GenerationStrategyDispatchStruct
     from ax.generators.torch.botorch_modular.surrogate import ModelConfig
     import torch
     from botorch.models.fully_bayesian import SaasFullyBayesianSingleTaskGP
     from botorch.sampling.normal import SobolQMCNormalSampler
+
+    from nasctl.orchestration import logscale
 
     gpfit.register()
     seed = spec.optimizer.seed
@@ -89,10 +91,11 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
         for gspec in node.generator_specs:
             if gspec.generator_enum.value != "BoTorch":
                 continue
-            if method == "categorical":
-                # keep unordered choices as single categorical features (no one-hot):
-                # Ax then fits MixedSingleTaskGP and optimises over valid choices only
-                gspec.generator_kwargs["transforms"] = [*Mixed_transforms, *Y_trans]
+            # keep unordered choices as single categorical features (no one-hot):
+            # Ax then fits MixedSingleTaskGP and optimises over valid choices only
+            inputs = Mixed_transforms if method == "categorical" else MBM_X_trans
+            transforms = gspec.generator_kwargs.get("transforms") or [*inputs, *Y_trans]
+            gspec.generator_kwargs["transforms"] = logscale.with_wide_log(list(transforms))
             budget = acquisition_budget(dims)
             if method == "categorical":
                 # local search over neighbouring choices: each start is refined

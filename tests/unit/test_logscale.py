@@ -1,0 +1,111 @@
+"""Objectives that spread over orders of magnitude are modelled on the log scale
+(nasctl/orchestration/logscale.py); all others get Ax's transforms unchanged."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from nasctl.orchestration import logscale
+from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial
+from nasctl.spec import ExperimentSpec, parse_spec
+from tests.unit import test_optimizer_methods as methods
+
+DECADES = [10.0 ** -(4 * k / 19) for k in range(20)]  # 1 .. 1e-4, evenly on the log scale
+
+
+@pytest.mark.parametrize(
+    ("values", "bounds", "chosen"),
+    [
+        ({"loss": DECADES}, {}, ["loss"]),
+        ({"loss": DECADES}, {"loss": [0.5]}, ["loss"]),
+        ({"loss": DECADES}, {"loss": [0.0]}, []),  # a threshold without a logarithm
+        ({"acc": [0.5 + 0.02 * k for k in range(20)]}, {}, []),  # within a decade
+        ({"loss": [1e-16, *DECADES]}, {}, []),  # reaches zero to rounding
+        ({"loss": [0.0, *DECADES]}, {}, []),
+        ({"loss": [-1e-3, *DECADES]}, {}, []),
+        ({"loss": DECADES[:3]}, {}, []),  # too few to have quartiles
+        ({"loss": [*DECADES, math.nan]}, {}, ["loss"]),  # missing values are skipped
+        # the middle half decides, not the extremes: one outlier does not count
+        ({"size": [1e-3, *[1.0 + 0.1 * k for k in range(18)], 100.0]}, {}, []),
+        ({"loss": DECADES, "size": [1.0 + k for k in range(20)]}, {}, ["loss"]),
+    ],
+)
+def test_which_metrics_go_on_the_log_scale(values: dict[str, list[float]], bounds: dict[str, list[float]],
+                                           chosen: list[str]) -> None:
+    assert logscale.wide_metrics(values, bounds) == chosen
+
+
+def loss_spec(max_trials: int = 12) -> ExperimentSpec:
+    data = {
+        "name": "log",
+        "search_space": {"x0": {"type": "float", "low": 0.0, "high": 1.0},
+                         "x1": {"type": "float", "low": 0.0, "high": 1.0}},
+        "objectives": {"loss": {"goal": "minimize", "threshold": 1.0},
+                       "size": {"goal": "minimize", "threshold": 10.0}},
+        "budget": {"max_trials": max_trials},
+        "trial": {"script": "/bin/true"},
+        "optimizer": {"method": "botorch", "seed": 3, "initial_trials": 8},
+    }
+    return parse_spec(json.dumps(data))
+
+
+def loss_outcome(p: dict[str, Any]) -> dict[str, float]:
+    """A loss over four decades (smooth in its logarithm) and a size within one."""
+    x0, x1 = float(p["x0"]), float(p["x1"])
+    return {"loss": 10.0 ** (-4.0 * x0) * (1.5 + math.sin(5.0 * x1)), "size": 1.0 + 3.0 * (1.0 - x0) + x1}
+
+
+def _fitted(monkeypatch: pytest.MonkeyPatch, log_scale: bool, trials: list[RestoredTrial]) -> Any:
+    """An optimizer restored from `trials` whose model has been fitted once, with
+    or without `WideLogY` among its transforms."""
+    if not log_scale:
+        monkeypatch.setattr(logscale, "with_wide_log", list)
+    opt = AxOptimizer(loss_spec())
+    opt.restore(trials)
+    (c,) = opt.generate(1)
+    assert c.method == "MBM"
+    monkeypatch.undo()
+    return opt.client._generation_strategy.adapter  # noqa: SLF001 - the model Ax fitted
+
+
+def test_a_loss_over_decades_is_modelled_on_the_log_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ax.core.observation import ObservationFeatures
+
+    first = AxOptimizer(loss_spec())
+    drawn = []
+    for _ in range(8):  # the quasi-random start
+        (c,) = first.generate(1)
+        first.complete(c.index, loss_outcome(c.parameters))
+        drawn.append(RestoredTrial(c.index, c.parameters, "COMPLETED", c.method, loss_outcome(c.parameters)))
+    logged = _fitted(monkeypatch, True, drawn)
+    raw = _fitted(monkeypatch, False, drawn)
+    assert logged.transforms["WideLogY"].metric_signatures == ["loss"]  # size spans less than a decade
+    assert "WideLogY" not in raw.transforms
+
+    # held out: the better half of the space, where the front is
+    rng = np.random.default_rng(0)
+    points = [{"x0": float(a), "x1": float(b)} for a, b in rng.uniform([0.5, 0.0], [1.0, 1.0], size=(200, 2))]
+    truth = [loss_outcome(p)["loss"] for p in points]
+    feats = [ObservationFeatures(parameters=p) for p in points]
+    on_log = logged.predict(feats)[0]["loss"]
+    on_raw = raw.predict(feats)[0]["loss"]
+    assert min(on_log) > 0  # a log-normal model cannot predict a negative loss
+    rho_log = spearmanr(on_log, truth).statistic
+    rho_raw = spearmanr(on_raw, truth).statistic
+    assert rho_log > 0.8 and rho_log > rho_raw + 0.1, (rho_log, rho_raw)
+
+
+def test_objectives_within_a_decade_propose_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    # methods.outcome: err in [0, 1) (reaches zero), size 1-7: neither is logged,
+    # so the extra transform must leave every proposal exactly as Ax's own would be
+    spec = methods.make_spec(methods.MIXED, method="botorch", max_trials=7, initial=3)
+    with_it = [c.parameters for c in methods.run(AxOptimizer(spec), 6)]
+    monkeypatch.setattr(logscale, "with_wide_log", list)
+    without = [c.parameters for c in methods.run(AxOptimizer(spec), 6)]
+    assert with_it == without
