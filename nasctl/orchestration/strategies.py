@@ -10,6 +10,9 @@ raw samples) took 1.4 s of a 2.4 s proposal (BraninCurrin, 48 trials, loaded
 2-core machine); 8 restarts from 256 raw samples cost roughly a quarter of
 that. The resulting quality is in docs/benchmarks.md. The budget grows with
 the number of tunable parameters, where a small start set would miss basins.
+Spaces searched over discrete values only (the categorical method, and any
+space of integers and choices that BoTorch's local search takes) get
+`LOCAL_SEARCH_BUDGET` instead.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from nasctl.orchestration import catgp, gpfit
-from nasctl.spec import ExperimentSpec, FloatParameter
+from nasctl.spec import ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
 
 SAAS_NUTS = {"warmup_steps": 128, "num_samples": 128, "thinning": 16, "max_tree_depth": 6}
 """NUTS for SAASBO: 8 posterior samples of the hyperparameters after 128 warm-up
@@ -38,6 +41,37 @@ def mc_samples(objectives: int) -> int:
     best hypervolume improvement under a 512-sample estimate, on average; 16
     samples picked 0.965 (once 0.51). See benchmarks/acq_samples.py."""
     return DEFAULT_MC_SAMPLES if objectives <= 2 else 32
+
+
+LOCAL_SEARCH_BUDGET = {"num_restarts": 4, "raw_samples": 128}
+"""Starts of BoTorch's local search over neighbouring discrete values. Each start
+is climbed exactly to a local optimum, so fewer suffice than for gradient
+ascent: on NAS-Bench-201 (categorical) 16 starts from 1,024 raw samples cost
+2.4x the CPU for no better hypervolume; on HPOLib (ordered and binary
+choices) 4 / 128 instead of 10 / 512 halved the proposal's CPU with the same
+hypervolume at 30 trials (docs/benchmarks.md)."""
+
+MAX_LOCAL_SEARCH_VALUES = 100
+"""BoTorch (`optimize_mixed.MAX_CARDINALITY_FOR_LOCAL_SEARCH`) searches a fully
+discrete space by local search when no parameter has more values than this;
+with more it relaxes the large ones to continuous values and needs the
+gradient ascent's starts."""
+
+
+def discrete_local_search(spec: ExperimentSpec) -> bool:
+    """Whether Ax optimises this space's acquisition over discrete values only (by
+    enumeration or local search): every tunable parameter is an integer or a
+    choice with at most `MAX_LOCAL_SEARCH_VALUES` values."""
+    for p in spec.tunable.values():
+        if isinstance(p, ChoiceParameter):
+            count = len(p.values)
+        elif isinstance(p, IntParameter):
+            count = p.high - p.low + 1
+        else:
+            return False
+        if count > MAX_LOCAL_SEARCH_VALUES:
+            return False
+    return True
 
 
 def acquisition_budget(dims: int) -> dict[str, int]:
@@ -87,6 +121,7 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
     gs = choose_generation_strategy(struct, model_config=config)
     dims = len(spec.tunable)
     continuous = all(isinstance(p, FloatParameter) for p in spec.tunable.values())
+    local_search = discrete_local_search(spec)
     for node in gs._nodes:  # noqa: SLF001 - Ax offers no public hook for these options
         for gspec in node.generator_specs:
             if gspec.generator_enum.value != "BoTorch":
@@ -97,10 +132,8 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
             transforms = gspec.generator_kwargs.get("transforms") or [*inputs, *Y_trans]
             gspec.generator_kwargs["transforms"] = logscale.with_wide_log(list(transforms))
             budget = acquisition_budget(dims)
-            if method == "categorical":
-                # local search over neighbouring choices: each start is refined
-                # exactly, so fewer starts suffice than for gradient ascent
-                budget = {"num_restarts": 4, "raw_samples": 128}
+            if method == "categorical" or local_search:
+                budget = dict(LOCAL_SEARCH_BUDGET)
             samples = mc_samples(len(spec.objectives))
             if samples != DEFAULT_MC_SAMPLES:
                 # `botorch_acqf_options` reach BoTorch's input constructor (Ax's

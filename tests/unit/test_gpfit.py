@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nasctl.orchestration import gpfit
+from nasctl.orchestration import gpfit, strategies
 from nasctl.orchestration.optimizer import AxOptimizer
 from nasctl.spec import ExperimentSpec, parse_spec
 
@@ -137,3 +137,44 @@ def test_mixed_spaces_do_not_get_the_continuous_only_option() -> None:
     for _ in range(7):
         (c,) = opt.generate(1)  # the mixed optimiser accepts the options it is given
         opt.complete(c.index, {"f0": float(c.parameters["n"]) + float(c.parameters["x0"]), "f1": -float(c.parameters["n"])})
+
+
+def _with_space(space: dict[str, Any]) -> ExperimentSpec:
+    data = make_spec(2, max_trials=8).model_dump(mode="json")
+    data["search_space"] = space
+    return parse_spec(json.dumps(data))
+
+
+GRIDS = {f"g{i}": {"type": "choice", "values": [1, 2, 4, 8, 16, 32, 64, 128], "ordered": True} for i in range(4)}
+
+
+def test_which_spaces_are_searched_over_discrete_values_only() -> None:
+    assert strategies.discrete_local_search(_with_space({**GRIDS, "b": {"type": "choice", "values": ["x", "y"]},
+                                                         "n": {"type": "int", "low": 1, "high": 100}}))
+    # one float, or an integer with more values than BoTorch's local search takes: gradient ascent
+    assert not strategies.discrete_local_search(_with_space({**GRIDS, "x": {"type": "float", "low": 0.0, "high": 1.0}}))
+    assert not strategies.discrete_local_search(_with_space({**GRIDS, "n": {"type": "int", "low": 1, "high": 101}}))
+
+
+def test_discrete_spaces_get_the_local_search_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An all-discrete space too large to enumerate (4 grids of 8 values x 1-100:
+    409,600 points) goes to BoTorch's local search, which is given the local-search
+    budget, not gradient ascent's."""
+    from ax.generators.torch.botorch_modular import acquisition
+
+    seen: list[dict[str, Any]] = []
+    real = acquisition.optimize_acqf_discrete_local_search
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(acquisition, "optimize_acqf_discrete_local_search", spy)
+    opt = AxOptimizer(_with_space({**GRIDS, "n": {"type": "int", "low": 1, "high": 100}}))
+    for _ in range(7):
+        (c,) = opt.generate(1)
+        p = c.parameters
+        opt.complete(c.index, {"f0": sum(float(p[g]) for g in GRIDS) / 512 + float(p["n"]) / 100,
+                               "f1": 1.0 - float(p["g0"]) / 128 + float(p["n"]) / 200})
+    assert len(seen) == 2  # the two model-based proposals after 5 quasi-random ones
+    assert all((k["num_restarts"], k["raw_samples"]) == (4, 128) for k in seen)
