@@ -101,10 +101,11 @@ def test_a_loss_over_decades_is_modelled_on_the_log_scale(monkeypatch: pytest.Mo
     assert rho_log > 0.8 and rho_log > rho_raw + 0.1, (rho_log, rho_raw)
 
 
-def test_objectives_within_a_decade_propose_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("method", ["botorch", "categorical"])
+def test_objectives_within_a_decade_propose_as_before(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
     # methods.outcome: err in [0, 1) (reaches zero), size 1-7: neither is logged,
     # so the extra transform must leave every proposal exactly as Ax's own would be
-    spec = methods.make_spec(methods.MIXED, method="botorch", max_trials=7, initial=3)
+    spec = methods.make_spec(methods.MIXED, method=method, max_trials=7, initial=3)
     with_it = [c.parameters for c in methods.run(AxOptimizer(spec), 6)]
     monkeypatch.setattr(logscale, "with_wide_log", list)
     without = [c.parameters for c in methods.run(AxOptimizer(spec), 6)]
