@@ -107,19 +107,25 @@ def test_two_objectives_keep_botorchs_default_samples() -> None:
             assert "sampler" not in g.generator_kwargs.get("botorch_acqf_options", {})
 
 
-def test_continuous_spaces_keep_the_first_acquisition_optimisation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """BoTorch's retry after an abnormal L-BFGS-B end discards the first
-    attempt's restarts; for continuous spaces (BoTorch's `optimize_acqf`) it is off."""
+def _optimiser_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[dict[str, Any]]:
+    """The keyword arguments of every call Ax makes to BoTorch's optimiser `name`."""
     from ax.generators.torch.botorch_modular import acquisition
 
     seen: list[dict[str, Any]] = []
-    real = acquisition.optimize_acqf
+    real = getattr(acquisition, name)
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(acquisition, "optimize_acqf", spy)
+    monkeypatch.setattr(acquisition, name, spy)
+    return seen
+
+
+def test_continuous_spaces_keep_the_first_acquisition_optimisation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BoTorch's retry after an abnormal L-BFGS-B end discards the first
+    attempt's restarts; for continuous spaces (BoTorch's `optimize_acqf`) it is off."""
+    seen = _optimiser_calls(monkeypatch, "optimize_acqf")
     propose(AxOptimizer(make_spec(2, max_trials=8)), 7, 2)
     assert seen and all(k["retry_on_optimization_warning"] is False for k in seen)
     assert all(k["num_restarts"] == 8 and k["raw_samples"] == 256 for k in seen)
@@ -160,16 +166,7 @@ def test_discrete_spaces_get_the_local_search_budget(monkeypatch: pytest.MonkeyP
     """An all-discrete space too large to enumerate (4 grids of 8 values x 1-100:
     409,600 points) goes to BoTorch's local search, which is given the local-search
     budget, not gradient ascent's."""
-    from ax.generators.torch.botorch_modular import acquisition
-
-    seen: list[dict[str, Any]] = []
-    real = acquisition.optimize_acqf_discrete_local_search
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        seen.append(kwargs)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(acquisition, "optimize_acqf_discrete_local_search", spy)
+    seen = _optimiser_calls(monkeypatch, "optimize_acqf_discrete_local_search")
     opt = AxOptimizer(_with_space({**GRIDS, "n": {"type": "int", "low": 1, "high": 100}}))
     for _ in range(7):
         (c,) = opt.generate(1)
