@@ -42,11 +42,15 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
 
     Returns:
         `{"trials_used": n, "metrics": {metric: [{"trial_index", "observed",
-        "predicted", "lower", "upper"}, ...]}, "model": name}`, intervals 95%.
+        "predicted", "lower", "upper"}, ...]}, "model": name, "log_scale":
+        [metric, ...]}`, intervals 95%. `log_scale` lists the objectives the
+        model fits on the log scale (see `logscale`), as the optimizer does;
+        their predictions and intervals are on the metric's own scale.
 
     Raises:
         BadInputError: fewer than `MIN_TRIALS` usable completed trials.
     """
+    from nasctl.orchestration import logscale
     from nasctl.orchestration.optimizer import AxOptimizer
 
     metrics = list(spec.metric_names)
@@ -74,14 +78,20 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
     logging.disable(logging.INFO)
     try:
         from ax.adapter.cross_validation import cross_validate
-        from ax.adapter.registry import Generators
+        from ax.adapter.registry import MBM_X_trans, Y_trans, Generators
     finally:
         logging.disable(logging.NOTSET)
     experiment = opt.client._experiment  # noqa: SLF001 - Ax exposes no public accessor
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        adapter = Generators.BOTORCH_MODULAR(experiment=experiment, data=experiment.lookup_data())
+        adapter = Generators.BOTORCH_MODULAR(
+            experiment=experiment,
+            data=experiment.lookup_data(),
+            transforms=logscale.with_wide_log([*MBM_X_trans, *Y_trans]),
+        )
         results = cross_validate(adapter, folds=-1)
+    wide = adapter.transforms[logscale.WideLogY.__name__]
+    logged = sorted(ax_to_ours[m] for m in getattr(wide, "metric_signatures", []))
 
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in metrics}
     for res in results:
@@ -110,4 +120,7 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
             )
     for rows in out.values():
         rows.sort(key=lambda r: r["trial_index"])
-    return {"trials_used": len(usable), "model": "BoTorch (Ax modular BoTorch generator)", "metrics": out}
+    model = "BoTorch (Ax modular BoTorch generator)"
+    if logged:
+        model += f"; on the log scale: {', '.join(logged)}"
+    return {"trials_used": len(usable), "model": model, "metrics": out, "log_scale": logged}

@@ -300,6 +300,7 @@ def diagnostics(request: Request, name: Name) -> dict[str, Any]:
             "experiment": name,
             "trials_used": result["trials_used"],
             "model": result["model"],
+            "log_scale": result["log_scale"],
             "metrics": {
                 m: [{k: serializers.num(v) if k != "trial_index" else v for k, v in r.items()} for r in rows]
                 for m, rows in result["metrics"].items()

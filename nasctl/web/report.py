@@ -61,6 +61,7 @@ def report_data(store: Store, name: str, diagnostics: bool = True) -> dict[str, 
                 "experiment": name,
                 "trials_used": result["trials_used"],
                 "model": result["model"],
+                "log_scale": result["log_scale"],
                 "metrics": {
                     m: [{k: (serializers.num(v) if k != "trial_index" else v) for k, v in r.items()} for r in rows]
                     for m, rows in result["metrics"].items()

@@ -110,3 +110,30 @@ def test_objectives_within_a_decade_propose_as_before(monkeypatch: pytest.Monkey
     monkeypatch.setattr(logscale, "with_wide_log", list)
     without = [c.parameters for c in methods.run(AxOptimizer(spec), 6)]
     assert with_it == without
+
+
+def test_model_diagnostics_fit_the_optimizers_scale() -> None:
+    """`nasctl web`/`nasctl report` cross-validate the model: a loss over decades is
+    fitted on the log scale there too, and the result says so."""
+    from datetime import datetime, timezone
+
+    from nasctl.orchestration.diagnostics import loo_cross_validation
+    from nasctl.types import TrialRecord, TrialStatus
+
+    rng = np.random.default_rng(1)
+    now = datetime.now(timezone.utc)
+    trials = []
+    for i, (a, b) in enumerate(rng.uniform(size=(12, 2))):
+        p = {"x0": float(a), "x1": float(b)}
+        trials.append(TrialRecord(id=i, experiment_id=1, index=i, parameters=p, status=TrialStatus.COMPLETED,
+                                  generation_method="Sobol", created_at=now, values=loss_outcome(p)))
+    result = loo_cross_validation(loss_spec(), trials)
+    assert result["log_scale"] == ["loss"] and "on the log scale: loss" in result["model"]
+    predicted = [r["predicted"] for r in result["metrics"]["loss"]]
+    assert len(predicted) == 12 and min(predicted) > 0  # the metric's own scale, never below zero
+    narrow = [TrialRecord(id=t.id, experiment_id=1, index=t.index, parameters=t.parameters, status=t.status,
+                          generation_method="Sobol", created_at=now,
+                          values={"loss": 0.5 + 0.1 * float(t.parameters["x0"]), "size": t.values["size"]})
+              for t in trials]
+    result = loo_cross_validation(loss_spec(), narrow)
+    assert result["log_scale"] == [] and "log scale" not in result["model"]
