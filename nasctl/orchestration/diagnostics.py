@@ -50,7 +50,6 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
     Raises:
         BadInputError: fewer than `MIN_TRIALS` usable completed trials.
     """
-    from nasctl.orchestration import logscale
     from nasctl.orchestration.optimizer import AxOptimizer
 
     metrics = list(spec.metric_names)
@@ -79,6 +78,8 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
     try:
         from ax.adapter.cross_validation import cross_validate
         from ax.adapter.registry import MBM_X_trans, Y_trans, Generators
+
+        from nasctl.orchestration import logscale
     finally:
         logging.disable(logging.NOTSET)
     experiment = opt.client._experiment  # noqa: SLF001 - Ax exposes no public accessor
