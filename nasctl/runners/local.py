@@ -71,6 +71,17 @@ def _alive(pid: Any, create_time: Any) -> bool:
         return False
 
 
+def _claimant(sdir: str) -> int | None:
+    """The pid of the launcher that claimed the trial in `sdir`: None without a
+    claim, 0 while the claim is still empty (created, pid not yet written)."""
+    try:
+        with open(os.path.join(sdir, CLAIM), encoding="utf-8") as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else 0
+
+
 class LocalRunner(Runner):
     """Runs trials as local processes via TorchX `local_cwd`.
 
@@ -216,6 +227,12 @@ class LocalRunner(Runner):
             return JobStatus(JobState.FAILED, "the trial's processes ended without recording an exit status "
                                               "(killed with SIGKILL, or the machine restarted)")
         age = time.time() - float(job.metadata.get("submitted") or 0)
+        claimant = _claimant(sdir)
+        if claimant is not None and (_alive(claimant, None) or (claimant == 0 and age < START_GRACE_SECONDS)):
+            # a launcher holds the claim and is about to write launch.json: the trial
+            # is starting, even if this job's own launcher was a duplicate and has
+            # already exited (two submissions of one trial)
+            return JobStatus(JobState.PENDING)
         if known is not None:
             if known.state == JobState.RUNNING:
                 return JobStatus(JobState.PENDING)

@@ -161,3 +161,30 @@ def test_find_and_no_double_launch(runner: Runner, make_request: Callable[[str, 
     found = runner.find(req)
     assert found is not None and found.handle in (first.handle, second.handle)  # whichever claimed it
     assert runner.status([found])[found.handle].state == JobState.SUCCEEDED
+
+
+def test_local_duplicate_is_starting_while_the_claimant_has_not_written_its_start(
+        make_request: Callable[[str, str], JobRequest]) -> None:
+    """Of two submissions of one trial, one launcher claims it and the other exits
+    at once (code 75). Until the claimant has written launch.json, the duplicate's
+    job is starting, not failed; once the claimant is gone without a trace, it failed."""
+    import subprocess
+
+    from nasctl.runners.launcher import CLAIM
+
+    runner = get_runner("local_cwd", {})
+    req = make_request("dup", "print('ran')")
+    sdir = Path(req.trial_dir) / "job"
+    sdir.mkdir(parents=True)
+    (sdir / CLAIM).write_text(str(os.getpid()))  # this test is the claimant, still starting
+    job = runner.submit(req)
+    deadline = time.monotonic() + 60
+    while runner._reap(job) is None or runner._reap(job).state == JobState.RUNNING:  # noqa: SLF001
+        assert time.monotonic() < deadline, "the duplicate launcher did not exit"
+        time.sleep(0.05)
+    assert "not running it twice" in runner.log_tail(job)
+    assert runner.status([job])[job.handle].state == JobState.PENDING
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (sdir / CLAIM).write_text(str(gone.pid))  # a claimant that ended before writing launch.json
+    assert runner.status([job])[job.handle].state == JobState.FAILED
