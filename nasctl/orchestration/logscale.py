@@ -64,8 +64,6 @@ def with_wide_log(transforms: list[type]) -> list[type]:
     winsorisation, which bounds the span by the thresholds first."""
     from ax.adapter.transforms.winsorize import Winsorize
 
-    if WideLogY in transforms:
-        return list(transforms)
     at = transforms.index(Winsorize) + 1
     return [*transforms[:at], WideLogY, *transforms[at:]]
 

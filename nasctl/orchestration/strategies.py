@@ -126,11 +126,10 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
         for gspec in node.generator_specs:
             if gspec.generator_enum.value != "BoTorch":
                 continue
-            # keep unordered choices as single categorical features (no one-hot):
-            # Ax then fits MixedSingleTaskGP and optimises over valid choices only
+            # categorical: keep unordered choices as single categorical features (no
+            # one-hot): Ax then fits MixedSingleTaskGP and optimises over valid choices only
             inputs = Mixed_transforms if method == "categorical" else MBM_X_trans
-            transforms = gspec.generator_kwargs.get("transforms") or [*inputs, *Y_trans]
-            gspec.generator_kwargs["transforms"] = logscale.with_wide_log(list(transforms))
+            gspec.generator_kwargs["transforms"] = logscale.with_wide_log([*inputs, *Y_trans])
             budget = acquisition_budget(dims)
             if method == "categorical" or local_search:
                 budget = dict(LOCAL_SEARCH_BUDGET)

@@ -296,17 +296,7 @@ def diagnostics(request: Request, name: Name) -> dict[str, Any]:
         completed = [i for i, s in zip(a.indices, a.statuses) if s == TrialStatus.COMPLETED.value]
         records = queries.trials_by_index(st.store, a.experiment.id, completed[-1000:])
         result = loo_cross_validation(a.spec, records)
-        result = {
-            "experiment": name,
-            "trials_used": result["trials_used"],
-            "model": result["model"],
-            "log_scale": result["log_scale"],
-            "metrics": {
-                m: [{k: serializers.num(v) if k != "trial_index" else v for k, v in r.items()} for r in rows]
-                for m, rows in result["metrics"].items()
-            },
-            "cursor": a.cursor,
-        }
+        result = {**serializers.diagnostics(name, result), "cursor": a.cursor}
         st.diagnostics[name] = (a.cursor, result)
         return result
 

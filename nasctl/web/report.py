@@ -57,16 +57,7 @@ def report_data(store: Store, name: str, diagnostics: bool = True) -> dict[str, 
         except BadInputError:
             result = None
         if result is not None:
-            diag = {
-                "experiment": name,
-                "trials_used": result["trials_used"],
-                "model": result["model"],
-                "log_scale": result["log_scale"],
-                "metrics": {
-                    m: [{k: (serializers.num(v) if k != "trial_index" else v) for k, v in r.items()} for r in rows]
-                    for m, rows in result["metrics"].items()
-                },
-            }
+            diag = serializers.diagnostics(name, result)
     return {
         "name": name,
         "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

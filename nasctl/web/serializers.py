@@ -189,6 +189,20 @@ def parallel(a: ExperimentAnalysis, params: dict[int, dict[str, Any]], chosen: S
     }
 
 
+def diagnostics(name: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The JSON of a leave-one-out cross-validation (`loo_cross_validation`'s result)."""
+    return {
+        "experiment": name,
+        "trials_used": result["trials_used"],
+        "model": result["model"],
+        "log_scale": result["log_scale"],
+        "metrics": {
+            m: [{k: num(v) if k != "trial_index" else v for k, v in r.items()} for r in rows]
+            for m, rows in result["metrics"].items()
+        },
+    }
+
+
 def _json_safe(v: Any) -> Any:
     """A stored trial info with non-finite floats as null (the API emits strict JSON)."""
     if isinstance(v, dict):
