@@ -35,6 +35,8 @@ class PrecomputedOptimizer:
     """The `Optimizer` protocol over a fixed list of points: a benchmark
     instrument that makes candidate generation free."""
 
+    log_scale: tuple[str, ...] | None = None  # no model
+
     def __init__(self, n: int, seed: int = 0) -> None:
         rng = random.Random(seed)
         self.points = [{"x": rng.random()} for _ in range(n)]

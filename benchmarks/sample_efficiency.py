@@ -130,7 +130,10 @@ def _optuna(problem: Problem, method: str, seed: int, budget: int) -> dict[str, 
     return {"values": values, "params": params, "gen_seconds": gen, "gen_cpu_seconds": cpu}
 
 
-def _ax(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
+def _ax(problem: Problem, seed: int, budget: int, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A stock Ax Client run. With `earlier` (a stored run of fewer trials), its trials are
+    attached to a fresh Client and completed with their stored values, and Ax's generation
+    strategy proposes the rest from there (`--extend`)."""
     import logging
 
     import torch
@@ -155,7 +158,19 @@ def _ax(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
         outcome_constraints=[f"{o} <= {r!r}" for o, r in zip(problem.objectives, problem.ref)],
     )
     values, gen, chosen, cpu = [], [], [], []
-    for _ in range(budget):
+    if earlier is not None:
+        for x, v in zip(earlier["params"], earlier["values"]):
+            index = client.attach_trial(parameters=x)
+            client.complete_trial(index, raw_data={o: v[o] for o in problem.objectives})
+        # The stock strategy left its initial nodes (centre point, Sobol) after 5 trials; given
+        # attached trials, it would take one generation call per node to notice, and spend the
+        # continued run's first proposal on a Sobol point. Resume it where the stored run was.
+        strategy = client._generation_strategy_or_choose()
+        strategy._curr = strategy.nodes_by_name["MBM"]
+        values, chosen = list(earlier["values"]), list(earlier["params"])
+        gen = list(earlier["gen_seconds"])
+        cpu = list(earlier.get("gen_cpu_seconds") or [None] * len(gen))  # the oldest runs lack CPU times
+    while len(values) < budget:
         t0, c0 = time.perf_counter(), time.thread_time()
         trials = client.get_next_trials(max_trials=1)
         gen.append(time.perf_counter() - t0)
@@ -168,23 +183,28 @@ def _ax(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
     return {"values": values, "params": chosen, "gen_seconds": gen, "gen_cpu_seconds": cpu}
 
 
-def run_one(problem_name: str, method: str, seed: int, budget: int, out: Path) -> Path:
-    """Run one (problem, method, seed) and write its JSON result file."""
+def run_one(problem_name: str, method: str, seed: int, budget: int, out: Path, extend: bool = False) -> Path:
+    """Run one (problem, method, seed) and write its JSON result file. With `extend`, a stored
+    shorter stock-Ax run is continued to `budget` trials instead of starting over."""
     problem = get_problem(problem_name)
+    path = result_path(out, problem_name, method, seed)
+    earlier = json.loads(path.read_text()) if extend and path.exists() else None
     load0, t0 = os.getloadavg(), time.time()
     if method == "nasctl":
         res = run_nasctl(problem, seed, budget)
     elif method == "ax":
-        res = _ax(problem, seed, budget)
+        res = _ax(problem, seed, budget, earlier)
     else:
         res = _optuna(problem, method, seed, budget)
+    if earlier is not None and method == "ax":
+        res.update(extended_from=len(earlier["values"]), extended_date=earlier["date"],
+                   extended_loadavg=[earlier["loadavg_start"], earlier["loadavg_end"]])
     res.update(
         problem=problem_name, method=method, seed=seed, budget=budget,
         hv=hv_trace(problem, res["values"]), wall_seconds=time.time() - t0,
         loadavg_start=load0, loadavg_end=os.getloadavg(),
         date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=platform.node(), cpus=os.cpu_count(),
     )
-    path = result_path(out, problem_name, method, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(res, default=str))
@@ -210,7 +230,8 @@ def _done(out: Path, problem: str, method: str, seed: int, budget: int) -> bool:
 CHEAP = ("random", "tpe", "nsga2", "gp")
 
 
-def run_grid(problems: list[str], methods: list[str], seeds: list[int], budget: int, out: Path, jobs: int) -> None:
+def run_grid(problems: list[str], methods: list[str], seeds: list[int], budget: int, out: Path, jobs: int,
+             extend: bool = False) -> None:
     """Every missing run, cheap methods first, `jobs` processes at a time. Runs of the
     Optuna methods share one process per (problem, method) to save start-up time;
     nasctl and Ax runs get a fresh process each."""
@@ -228,7 +249,7 @@ def run_grid(problems: list[str], methods: list[str], seeds: list[int], budget: 
         while todo and len(running) < jobs:
             p, m, ss = todo.pop(0)
             cmd = [sys.executable, __file__, "--one", p, m, ",".join(map(str, ss)),
-                   "--budget", str(budget), "--out", str(out)]
+                   "--budget", str(budget), "--out", str(out)] + (["--extend"] if extend else [])
             running.append((subprocess.Popen(cmd, stderr=subprocess.PIPE), (p, m, ss)))
         for proc, key in list(running):
             if proc.poll() is not None:
@@ -253,7 +274,7 @@ def _gen_times(r: dict[str, Any], key: str = "gen_seconds") -> list[float]:
     candidate k is proposed after k observations); if the run is shorter, its last 10."""
     ts = r.get(key) or []
     start = GEN_FROM if len(ts) > GEN_FROM else max(0, len(ts) - 10)
-    return [t for k, t in enumerate(ts) if k >= start]
+    return [t for k, t in enumerate(ts) if k >= start and t is not None]
 
 
 def report(out: Path, problems: list[str], methods: list[str]) -> str:
@@ -363,12 +384,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=50)
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (processes)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--extend", action="store_true",
+                    help="continue stored shorter stock-Ax runs to --budget (their trials are attached to a "
+                         "fresh Client) instead of starting them over")
     ap.add_argument("--report", action="store_true", help="only print the table and plots from stored results")
     ap.add_argument("--one", nargs=3, metavar=("PROBLEM", "METHOD", "SEED"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one:
         for seed in _seeds(a.one[2]):
-            run_one(a.one[0], a.one[1], seed, a.budget, a.out)
+            run_one(a.one[0], a.one[1], seed, a.budget, a.out, a.extend)
         return 0
     problems, methods = a.problems.split(","), a.methods.split(",")
     for p in problems:
@@ -377,7 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
     if not a.report:
-        run_grid(problems, methods, _seeds(a.seeds), a.budget, a.out, a.jobs)
+        if a.extend and set(methods) != {"ax"}:
+            ap.error("--extend continues stock-Ax runs only: pass --methods ax")
+        run_grid(problems, methods, _seeds(a.seeds), a.budget, a.out, a.jobs, a.extend)
     print(report(a.out, problems, methods))
     for p in plot(a.out, problems, methods):
         print(f"plot: {p}", file=sys.stderr)

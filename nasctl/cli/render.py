@@ -95,7 +95,8 @@ def status_panel(v: dict[str, Any]) -> None:
            f"{escape(str(v['early_stopping']['metric'] or 'the first objective with a curve'))}, ~{_duration(v['early_stopping']['seconds_saved'])} "
            "of trial time saved"] if v.get("early_stopping") else []),
         f"scheduler    {escape(v['scheduler'])}",
-        f"optimizer    {escape(v['optimizer'])}",
+        f"optimizer    {escape(v['optimizer'])}"
+        + (f"; on the log scale: {escape(', '.join(v['log_scale']))}" if v.get("log_scale") else ""),
         f"trial files  {escape(v['work_dir'])}",
         f"database     {escape(v['database'])}",
     ]

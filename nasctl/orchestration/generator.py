@@ -23,6 +23,7 @@ from nasctl.orchestration.optimizer import Candidate
 
 
 class Optimizer(Protocol):
+    log_scale: tuple[str, ...] | None  # objectives the last model had on the log scale; None before a model
     def complete(self, index: int, values: Mapping[str, float]) -> None: ...
     def fail(self, index: int, reason: str | None = None) -> None: ...
     def abandon(self, index: int) -> None: ...
@@ -36,6 +37,7 @@ class Proposal:
     candidates: list[Candidate]
     seconds: float
     cpu_seconds: float = 0.0  # CPU time of the generator thread: the cost without other load
+    log_scale: tuple[str, ...] | None = None  # the optimizer's `log_scale` after this proposal
 
 
 class GeneratorFailed(Exception):
@@ -162,7 +164,9 @@ class CandidateGenerator:
                     failpoints.hit("during_generation")
                     t0, c0 = time.perf_counter(), time.thread_time()
                     cands = opt.generate(*args)
-                    self._outbox.put(Proposal(cands, time.perf_counter() - t0, time.thread_time() - c0))
+                    self._outbox.put(
+                        Proposal(cands, time.perf_counter() - t0, time.thread_time() - c0, opt.log_scale)
+                    )
             except Exception as e:
                 self._outbox.put(
                     GeneratorFailed(f"optimizer failed on {kind}: {type(e).__name__}: {e}", traceback.format_exc())

@@ -236,6 +236,7 @@ class Orchestrator:
         self._hv = 0.0
         self._gen_times: list[float] = []
         self._gen_cpu: list[float] = []
+        self._log_scale: tuple[str, ...] = ()  # objectives the optimizer's model has on the log scale
         self._messages: deque[str] = deque(maxlen=6)
         self._stop: _Stop | None = None
         self._stop_lock = threading.Lock()
@@ -262,6 +263,7 @@ class Orchestrator:
         self._last_event_id = events[0].id if events else 0
         self.store.set_experiment_status(self.exp.id, ExperimentStatus.RUNNING)
         self._load_existing()
+        self._log_scale = tuple(queries.log_scale_metrics(self.store, self.exp.id))
         self.gen.start()
         status, reason = ExperimentStatus.COMPLETED, None
         last_metrics = last_beat = last_requests = 0.0
@@ -423,6 +425,8 @@ class Orchestrator:
             return
         self._gen_times.append(proposal.seconds)
         self._gen_cpu.append(proposal.cpu_seconds)
+        if proposal.log_scale is not None and proposal.log_scale != self._log_scale:
+            self._log_scale_changed(proposal.log_scale)
         for cand in proposal.candidates:
             if self._created >= self.spec.budget.max_trials:
                 self.gen.abandon(cand.index)
@@ -441,6 +445,20 @@ class Orchestrator:
                 f"{', '.join(str(c.index) for c in proposal.candidates)} with {proposal.candidates[0].method} "
                 f"in {proposal.seconds:.1f}s"
             )
+
+    def _log_scale_changed(self, metrics: tuple[str, ...]) -> None:
+        """Tell the user (event, live display) when the model's scale for an objective changes:
+        its predictions, and so the proposals, then rank that objective by ratios."""
+        on = [m for m in metrics if m not in self._log_scale]
+        off = [m for m in self._log_scale if m not in metrics]
+        by_metric = {m: [v[m] for _, v in self._completed if m in v] for m in metrics}
+        parts = [f"{m} on the log scale (observed {min(by_metric[m]):.3g} to {max(by_metric[m]):.3g})"
+                 if by_metric[m] else f"{m} on the log scale" for m in on]
+        parts += [f"{m} back on its own scale" for m in off]
+        msg = "optimizer: modelling " + "; ".join(parts)
+        self.store.add_event(self.exp.id, queries.LOG_SCALE, msg, data={"metrics": list(metrics)})
+        self._note(msg)
+        self._log_scale = metrics
 
     def _maybe_request(self) -> None:
         if self.gen.pending_request is not None:

@@ -187,6 +187,7 @@ class AxOptimizer:
         self.client = Client(random_seed=spec.optimizer.seed)
         self.fits = FitCache()  # warm starts for the GP fits of successive proposals
         self.guard = RepeatGuard(spec)  # no repeated proposals while nothing is feasible
+        self.log_scale: tuple[str, ...] | None = None  # objectives the last model modelled on the log scale
         params: list[Any] = []
         for name, p in spec.tunable.items():
             if isinstance(p, (IntParameter, FloatParameter)):
@@ -311,6 +312,8 @@ class AxOptimizer:
             runs = client._generation_strategy_or_choose().gen(  # noqa: SLF001
                 experiment=experiment, n=1, num_trials=n
             )
+        if any(run._generation_node_name == "MBM" for (run,) in runs):  # noqa: SLF001
+            self.log_scale = self._fitted_log_scale()
         guarding = self.guard.active  # changes only when a trial completes
         earlier: list[dict[str, ParamValue]] = (
             [_params(arm.parameters) for t in experiment.trials.values() for arm in t.arms] if guarding else []
@@ -331,6 +334,15 @@ class AxOptimizer:
                 earlier.append(params)
             out.append(Candidate(trial.index, params, self._method(trial.index)))
         return out
+
+    def _fitted_log_scale(self) -> tuple[str, ...]:
+        """The objectives that the model just fitted has on the log scale (`logscale`)."""
+        from nasctl.orchestration import logscale  # imports Ax: after __init__ has quietened it
+
+        adapter = self.client._generation_strategy.adapter  # noqa: SLF001 - the model of the last proposal
+        transform = adapter.transforms.get(logscale.WideLogY.__name__) if adapter is not None else None
+        logged = set(transform.metric_signatures) if isinstance(transform, logscale.WideLogY) else set()
+        return tuple(n for n, ax_name in self.names.items() if ax_name in logged)
 
     def _explore_run(self, earlier: Sequence[Mapping[str, ParamValue]]) -> Any:
         """A generator run holding the Sobol point farthest from every earlier

@@ -23,7 +23,7 @@ from nasctl.orchestration.methods import SAASBO_INSTALL_HINT, saasbo_available
 from nasctl.runners.components import check_component, resolve_component_name
 from nasctl.search_spaces import TRAINER_METRICS, check_dataset, get_search_space
 from nasctl.spec import BUILTIN_TRAINER_SOURCES, ExperimentSpec, spec_from_dict, spec_to_dict
-from nasctl.store import Store
+from nasctl.store import Store, queries
 from nasctl.types import ExperimentRecord, ExperimentStatus, TrialRecord, TrialStatus
 
 
@@ -276,7 +276,6 @@ def request_stop(store: Store, name: str, cancel: bool) -> dict[str, Any]:
     within a second; without one, stop it here: with `cancel`, running trials
     are cancelled and ABANDONED, else they are left for `nasctl resume`."""
     from nasctl.runners.base import SubmittedJob
-    from nasctl.store import queries
 
     exp = store.get_experiment(name)
     if _orchestrator_alive(exp):
@@ -367,6 +366,7 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
         "constraints": spec.constraints,
         "budget": spec.budget.model_dump(),
         "optimizer": str(resolve_method(spec)),
+        "log_scale": queries.log_scale_metrics(store, exp.id),
         "trials": counts,
         "hypervolume": res.hypervolume,
         "pareto_size": len(res.indices),

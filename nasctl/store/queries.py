@@ -31,6 +31,9 @@ from nasctl.types import EventRecord, TrialRecord, TrialStatus
 
 STOP_REQUESTED = "stop_requested"
 CANCEL_REQUESTED = "cancel_requested"
+LOG_SCALE = "log_scale"
+"""Event kind: the optimizer's model put objectives on (or took them off) the log
+scale; `data["metrics"]` holds the objectives on it from then on."""
 
 #: Columns a trial page can be sorted by, besides metric values and parameters.
 SORT_COLUMNS = ("index", "status", "generation_method", "created_at", "started_at", "ended_at")
@@ -320,3 +323,10 @@ def latest_events(store: Store, experiment_id: int, limit: int = 200) -> list[Ev
         q = select(EventRow).where(EventRow.experiment_id == experiment_id).order_by(EventRow.id.desc()).limit(limit)
         rows = list(s.scalars(q))
         return [EventRecord(r.id, r.experiment_id, r.time, r.kind, r.message, r.trial_index) for r in reversed(rows)]
+
+
+def log_scale_metrics(store: Store, experiment_id: int) -> list[str]:
+    """The objectives the optimizer's latest model has on the log scale (none before
+    a model, or when the latest model has none)."""
+    (latest,) = store.events(experiment_id, kinds=[LOG_SCALE], newest=True, limit=1) or (None,)
+    return list((latest.data or {}).get("metrics", [])) if latest is not None else []

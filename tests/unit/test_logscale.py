@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,11 @@ def test_which_metrics_go_on_the_log_scale(values: dict[str, list[float]], bound
 
 
 def loss_spec(max_trials: int = 12) -> ExperimentSpec:
-    data = {
+    return parse_spec(json.dumps(loss_spec_data(max_trials)))
+
+
+def loss_spec_data(max_trials: int) -> dict[str, Any]:
+    return {
         "name": "log",
         "search_space": {"x0": {"type": "float", "low": 0.0, "high": 1.0},
                          "x1": {"type": "float", "low": 0.0, "high": 1.0}},
@@ -52,7 +57,6 @@ def loss_spec(max_trials: int = 12) -> ExperimentSpec:
         "trial": {"script": "/bin/true"},
         "optimizer": {"method": "botorch", "seed": 3, "initial_trials": 8},
     }
-    return parse_spec(json.dumps(data))
 
 
 def loss_outcome(p: dict[str, Any]) -> dict[str, float]:
@@ -137,3 +141,56 @@ def test_model_diagnostics_fit_the_optimizers_scale() -> None:
               for t in trials]
     result = loo_cross_validation(loss_spec(), narrow)
     assert result["log_scale"] == [] and "log scale" not in result["model"]
+
+
+def test_the_optimizer_names_the_objectives_its_model_has_on_the_log_scale() -> None:
+    rng = np.random.default_rng(2)
+    points = [{"x0": float(a), "x1": float(b)} for a, b in rng.uniform(size=(8, 2))]
+    start = AxOptimizer(loss_spec())
+    (c,) = start.generate(1)
+    assert c.method != "MBM" and start.log_scale is None  # no model yet
+    opt = AxOptimizer(loss_spec())
+    opt.restore([RestoredTrial(i, p, "COMPLETED", "Sobol", loss_outcome(p)) for i, p in enumerate(points)])
+    (c,) = opt.generate(1)
+    assert c.method == "MBM" and opt.log_scale == ("loss",)
+
+    narrow = AxOptimizer(loss_spec())
+    narrow.restore([RestoredTrial(i, p, "COMPLETED", "Sobol", {"loss": 0.5 + 0.1 * p["x0"], "size": 2.0 + p["x1"]})
+                    for i, p in enumerate(points)])
+    (c,) = narrow.generate(1)
+    assert c.method == "MBM" and narrow.log_scale == ()
+
+
+SPREAD = '''
+import math
+
+def spread(p):
+    x0, x1 = float(p["x0"]), float(p["x1"])
+    return {"loss": 10.0 ** (-4.0 * x0) * (1.5 + math.sin(5.0 * x1)), "size": 1.0 + 3.0 * (1.0 - x0) + x1}
+'''
+
+
+def test_a_run_tells_the_user_which_objectives_went_on_the_log_scale(tmp_path: Path) -> None:
+    """The real loop and CLI: the live output, the experiment's events and
+    `nasctl status` name the objective the model put on the log scale."""
+    from nasctl.store import Store, queries
+    from tests.conftest import run_cli
+
+    (tmp_path / "spreadfn.py").write_text(SPREAD)
+    spec = loss_spec_data(max_trials=8)
+    spec.update(name="spread", trial={"function": "spreadfn:spread"}, runner={"scheduler": "inprocess"})
+    spec["optimizer"]["initial_trials"] = 6
+    (tmp_path / "spread.json").write_text(json.dumps(spec))
+    db = f"sqlite:///{tmp_path / 'n.db'}"
+    r = run_cli("run", str(tmp_path / "spread.json"), "--db", db, "--workdir", str(tmp_path / "runs"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "optimizer: modelling loss on the log scale (observed " in r.stderr
+
+    store = Store(db)
+    exp = store.get_experiment("spread")
+    (event,) = store.events(exp.id, kinds=[queries.LOG_SCALE])  # said once, not at every proposal
+    assert event.data == {"metrics": ["loss"]}
+    r = run_cli("status", "spread", "--db", db, "--json")
+    assert json.loads(r.stdout)["log_scale"] == ["loss"]
+    r = run_cli("status", "spread", "--db", db)
+    assert "on the log scale: loss" in " ".join(r.stdout.split())

@@ -33,6 +33,8 @@ w.close()
 class GatedOptimizer:
     """Proposes x = 0.1, 0.2, ...; from the second request on it blocks until `gate` opens."""
 
+    log_scale: tuple[str, ...] | None = None  # no model
+
     def __init__(self, gate: threading.Event, log: list[str]) -> None:
         self.gate, self.log, self.n = gate, log, 0
 
@@ -188,3 +190,49 @@ def test_polls_faster_only_near_a_trials_expected_end() -> None:
     orch.poll_interval = 0.01
     orch._running = {1: SimpleNamespace(started=now - 8.5)}
     assert orch._sleep_seconds() == 0.01  # never slower than asked
+
+
+class ScaleOptimizer(ListOptimizer):
+    """`ListOptimizer` whose model puts the objectives of `scales[k]` on the log scale
+    at its k-th proposal (None: no model), counting trial indices from `first`."""
+
+    def __init__(self, points: list[dict[str, float]], scales: list[tuple[str, ...] | None], first: int) -> None:
+        super().__init__(points, [])
+        self.scales, self.n = scales, first
+
+    def generate(self, n: int) -> list[Candidate]:
+        self.log_scale = self.scales.pop(0)
+        return super().generate(n)
+
+
+def test_changes_of_the_models_scale_are_told_once_and_survive_a_resume(tmp_path: Path) -> None:
+    from nasctl.store import queries
+
+    script = tmp_path / "t.py"
+    script.write_text(SCRIPT)
+    text = """
+name: scale
+search_space: {{x: {{type: float, low: 0, high: 1}}}}
+objectives: {{a: {{goal: maximize}}, b: {{goal: maximize}}}}
+budget: {{max_trials: {n}, parallelism: 1}}
+trial: {{script: {script}}}
+"""
+    store = Store(f"sqlite:///{tmp_path}/s.db", create=True)
+    spec = parse_spec(text.format(n=3, script=script))
+    exp = store.create_experiment("scale", spec_to_dict(spec), str(tmp_path / "work"))
+    points = [{"x": 0.1 * (k + 1)} for k in range(5)]
+
+    def run(spec: Any, scales: list[tuple[str, ...] | None], first: int) -> list[str]:
+        gen = CandidateGenerator(lambda: ScaleOptimizer(points, scales, first))
+        orch = Orchestrator(store, exp, spec, get_runner("local_cwd"), gen, poll_interval=0.05, metrics_interval=0.1)
+        assert orch.run().status.value == "COMPLETED"
+        return [e.message for e in store.events(exp.id, kinds=[queries.LOG_SCALE])]
+
+    told = run(spec, [None, ("a",), ("a",)], 0)
+    assert told == ["optimizer: modelling a on the log scale (observed 0.1 to 0.1)"]
+    assert queries.log_scale_metrics(store, exp.id) == ["a"]
+    # resumed with a larger budget: the new orchestrator knows `a` is already on the log
+    # scale, and tells only the change
+    told = run(parse_spec(text.format(n=5, script=script)), [("a",), ("b",)], 3)
+    assert told[1:] == ["optimizer: modelling b on the log scale (observed 0.6 to 0.9); a back on its own scale"]
+    assert queries.log_scale_metrics(store, exp.id) == ["b"]
