@@ -1,9 +1,10 @@
 """Model-fit diagnostics: leave-one-out cross-validation of the optimizer's model.
 
-The surrogate is the one the optimizer uses after its quasi-random start (Ax's
-modular BoTorch generator), rebuilt from the stored trials: every completed
-trial is attached to a fresh `AxOptimizer` and completed with its stored
-values, then the model is fitted and cross-validated leave-one-out. For each
+The surrogate is the one the optimizer uses after its quasi-random start: the
+generator spec (GP class, transforms, options) of the method's model-based
+step, rebuilt from the stored trials: every completed trial is attached to a
+fresh `AxOptimizer` and completed with its stored values, then the model is
+fitted and cross-validated leave-one-out. For each
 metric the result holds, per trial, the observed value, the model's prediction
 for that trial when it was left out, and a 95% interval (mean +- 1.96 sd).
 
@@ -77,22 +78,21 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
     logging.disable(logging.INFO)
     try:
         from ax.adapter.cross_validation import cross_validate
-        from ax.adapter.registry import MBM_X_trans, Y_trans, Generators
 
         from nasctl.orchestration import logscale
     finally:
         logging.disable(logging.NOTSET)
     experiment = opt.client._experiment  # noqa: SLF001 - Ax exposes no public accessor
+    method, gspec = _model_spec(spec, opt)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        adapter = Generators.BOTORCH_MODULAR(
-            experiment=experiment,
-            data=experiment.lookup_data(),
-            transforms=logscale.with_wide_log([*MBM_X_trans, *Y_trans]),
+        adapter = gspec.generator_enum(
+            experiment=experiment, data=experiment.lookup_data(), **gspec.generator_kwargs
         )
         results = cross_validate(adapter, folds=-1)
     wide = adapter.transforms[logscale.WideLogY.__name__]
     logged = sorted(ax_to_ours[m] for m in getattr(wide, "metric_signatures", []))
+    fitted = adapter.generator.surrogate.model
 
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in metrics}
     for res in results:
@@ -121,7 +121,27 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
             )
     for rows in out.values():
         rows.sort(key=lambda r: r["trial_index"])
-    model = "BoTorch (Ax modular BoTorch generator)"
+    model = f"{_model_name(fitted)} (the {method} method's model)"
     if logged:
         model += f"; on the log scale: {', '.join(logged)}"
     return {"trials_used": len(usable), "model": model, "metrics": out, "log_scale": logged}
+
+
+def _model_spec(spec: ExperimentSpec, opt: Any) -> tuple[str, Any]:
+    """The optimizer's method and the Ax generator spec of its model-based step
+    (GP class, transforms, options); the botorch method's when the optimizer
+    has no model (`sobol`)."""
+    from nasctl.orchestration.strategies import build_strategy
+
+    method = opt.choice.method
+    nodes = opt.client._generation_strategy_or_choose().nodes_by_name  # noqa: SLF001
+    if "MBM" not in nodes:
+        method, nodes = "botorch", build_strategy(spec, "botorch", None).nodes_by_name
+    return method, nodes["MBM"].generator_specs[0]
+
+
+def _model_name(model: Any) -> str:
+    """The class of a fitted BoTorch model, or of the per-metric models of a ModelList."""
+    inner = getattr(model, "models", None)
+    classes = sorted({type(m).__name__ for m in inner}) if inner is not None else [type(model).__name__]
+    return " / ".join(classes)

@@ -104,3 +104,25 @@ def test_the_categorical_method_fits_this_model() -> None:
     run(opt, 5)
     assert opt.fits.fits >= 1
     assert {name for name, _ in opt.fits.entries} == {"CategoricalGP"}
+
+
+@pytest.mark.parametrize(("method", "model"), [("categorical", "CategoricalGP"), ("botorch", "SingleTaskGP")])
+def test_the_model_diagnostics_judge_the_methods_own_model(method: str, model: str) -> None:
+    """`nasctl web`/`report` cross-validate the model that the experiment's method
+    fits: for a cell space searched by the categorical method, the GP with the
+    prior over categorical features, not Ax's default GP over one-hot inputs."""
+    import random
+    from datetime import datetime, timezone
+
+    from nasctl.orchestration.diagnostics import loo_cross_validation
+    from nasctl.types import TrialRecord, TrialStatus
+    from tests.unit.test_optimizer_methods import OPS, outcome
+
+    rng = random.Random(4)
+    now = datetime.now(timezone.utc)
+    cells = [{f"op{i}": rng.choice(OPS) for i in range(4)} for _ in range(14)]
+    trials = [TrialRecord(id=k, experiment_id=1, index=k, parameters=c, status=TrialStatus.COMPLETED,
+                          generation_method="Sobol", created_at=now, values=outcome(c)) for k, c in enumerate(cells)]
+    result = loo_cross_validation(make_spec(CELL, method=method), trials)
+    assert result["model"] == f"{model} (the {method} method's model)"
+    assert [r["trial_index"] for r in result["metrics"]["err"]] == list(range(14))
