@@ -33,22 +33,27 @@ def _local_upper_bounds(U: np.ndarray, Z: np.ndarray, z: np.ndarray) -> tuple[np
         return U, Z
     A, A_Z = U[inside], Z[inside]
     m = U.shape[-1]
+    # bound u is split along j if z_j is at least every other defining point's j-th
+    # value: highest[:, j] = max over i != j of A_Z[:, i, j]
+    off_diagonal = _OFF_DIAGONAL.get(m)
+    if off_diagonal is None:
+        off_diagonal = _OFF_DIAGONAL.setdefault(m, ~np.eye(m, dtype=bool)[None])
+    highest = np.where(off_diagonal, A_Z, -np.inf).max(axis=1)
+    split = z >= highest
     new_U, new_Z = [], []
-    for j in range(m):
-        others = np.arange(m) != j
-        # u is split along j only if z_j is at least every other defining point's j-th value
-        split = z[j] >= A_Z[:, others, j].max(axis=-1)
-        if not split.any():
-            continue
-        u = A[split].copy()
+    for j in np.flatnonzero(split.any(axis=0)):
+        rows = split[:, j]
+        u = A[rows]  # a copy (boolean indexing)
         u[:, j] = z[j]
         new_U.append(u)
-        zu = np.empty((u.shape[0], m, m), dtype=U.dtype)
-        zu[:, others] = A_Z[split][:, others]
+        zu = A_Z[rows]
         zu[:, j] = z
         new_Z.append(zu)
     keep = ~inside
     return np.concatenate([U[keep], *new_U]), np.concatenate([Z[keep], *new_Z])
+
+
+_OFF_DIAGONAL: dict[int, np.ndarray] = {}
 
 
 def update_local_upper_bounds_incremental(new_pareto_Y: Any, U: Any, Z: Any) -> tuple[Any, Any]:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nasctl.orchestration import boxdecomp, jointpost
+from nasctl.orchestration import boxdecomp, jointpost, nondominated
 from nasctl.orchestration.gpfit import FitCache
 from nasctl.orchestration.methods import resolve_method
 from nasctl.orchestration.novelty import METHOD as EXPLORE
@@ -182,6 +182,7 @@ class AxOptimizer:
         _limit_blas_threads()
         boxdecomp.install()
         jointpost.install()
+        nondominated.install()
         self.spec = spec
         self.names = ax_metric_names(spec)
         self.client = Client(random_seed=spec.optimizer.seed)
