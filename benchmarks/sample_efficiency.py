@@ -6,7 +6,10 @@
 Each (problem, method, seed) run is one process and one JSON file under
 --out (default benchmarks/results/sample_efficiency/): finished runs are
 skipped, so runs accumulate across invocations and an interrupted grid
-resumes. At the end (or with --report) the script prints a markdown table
+resumes. `--methods ax --extend` continues stored shorter stock-Ax runs to
+--budget trials: a run's trials are attached to a fresh Client with their
+stored values, its generation strategy is put at its model step (where the
+stored run was after its first 5 trials), and Ax proposes the rest. At the end (or with --report) the script prints a markdown table
 from every result file found and writes plots next to the results.
 
 Methods:
