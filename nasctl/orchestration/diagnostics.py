@@ -90,8 +90,7 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
             experiment=experiment, data=experiment.lookup_data(), **gspec.generator_kwargs
         )
         results = cross_validate(adapter, folds=-1)
-    wide = adapter.transforms[logscale.WideLogY.__name__]
-    logged = sorted(ax_to_ours[m] for m in getattr(wide, "metric_signatures", []))
+    logged = sorted(ax_to_ours[m] for m in logscale.logged_metrics(adapter))
     fitted = adapter.generator.surrogate.model
 
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in metrics}

@@ -68,6 +68,12 @@ def with_wide_log(transforms: list[type]) -> list[type]:
     return [*transforms[:at], WideLogY, *transforms[at:]]
 
 
+def logged_metrics(adapter: Any) -> set[str]:
+    """The (Ax) metrics that a fitted Ax adapter's `WideLogY` put on the log scale."""
+    transform = adapter.transforms.get(WideLogY.__name__) if adapter is not None else None
+    return set(transform.metric_signatures) if isinstance(transform, WideLogY) else set()
+
+
 class WideLogY(LogY):  # type: ignore[misc]
     """Ax's `LogY`, applied to the objectives that `wide_metrics` picks from the
     data it is fitted to (after the transforms before it, e.g. winsorisation)."""

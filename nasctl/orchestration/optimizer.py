@@ -341,8 +341,7 @@ class AxOptimizer:
         from nasctl.orchestration import logscale  # imports Ax: after __init__ has quietened it
 
         adapter = self.client._generation_strategy.adapter  # noqa: SLF001 - the model of the last proposal
-        transform = adapter.transforms.get(logscale.WideLogY.__name__) if adapter is not None else None
-        logged = set(transform.metric_signatures) if isinstance(transform, logscale.WideLogY) else set()
+        logged = logscale.logged_metrics(adapter)
         return tuple(n for n, ax_name in self.names.items() if ax_name in logged)
 
     def _explore_run(self, earlier: Sequence[Mapping[str, ParamValue]]) -> Any:
