@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nasctl.orchestration import boxdecomp, jointpost, nondominated
+from nasctl.orchestration import boxdecomp, jointpost, nondominated, singleq
 from nasctl.orchestration.gpfit import FitCache
 from nasctl.orchestration.methods import resolve_method
 from nasctl.orchestration.novelty import METHOD as EXPLORE
@@ -183,6 +183,7 @@ class AxOptimizer:
         boxdecomp.install()
         jointpost.install()
         nondominated.install()
+        singleq.install()
         self.spec = spec
         self.names = ax_metric_names(spec)
         self.client = Client(random_seed=spec.optimizer.seed)
