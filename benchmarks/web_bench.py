@@ -46,6 +46,10 @@ trial: {script: train.py}
 def build(store: Store, n: int, seed: int = 0) -> None:
     spec = parse_spec(SPEC)
     exp = store.create_experiment("big", spec_to_dict(spec), "/nonexistent/big")
+    # the optimizer's log-scale state, said once before the bulk of the audit trail: the
+    # summary's lookup of the newest such event must not walk the 300,000 events after it
+    store.add_event(exp.id, queries.LOG_SCALE, "optimizer: modelling latency_ms on the log scale",
+                    data={"metrics": ["latency_ms"]})
     rng = np.random.default_rng(seed)
     width = np.exp(rng.uniform(np.log(8), np.log(1024), n)).astype(int)
     depth = rng.integers(1, 9, n)
@@ -127,7 +131,12 @@ def main() -> None:
     spec = parse_spec(SPEC)
     done = [(i, v) for i, st, v in queries.trial_points(store, exp.id) if st == "COMPLETED"]
     Y = np.array([[v["val_acc"], -v["num_params"], -v["latency_ms"]] for _, v in done])
-    pareto_rows = []
+    lookups = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        assert queries.log_scale_metrics(store, exp.id) == ["latency_ms"]
+        lookups.append(time.perf_counter() - t0)
+    pareto_rows = [("newest log-scale event (summary's optimizer card), store query", statistics.median(lookups))]
     t0 = time.perf_counter()
     m1 = pareto_mask_3d(Y)
     pareto_rows.append(("pareto_mask_3d (sort + sweep)", time.perf_counter() - t0))
@@ -156,10 +165,10 @@ def main() -> None:
     for label, t, size, wire in rows:
         print(f"| {label} | {t * 1000:,.0f} ms | {size / 1024:,.0f} KiB | {wire / 1024:,.0f} KiB |")
     print()
-    print("| Pareto computation (3 objectives) | time |")
+    print("| store query or Pareto computation (3 objectives) | time |")
     print("|---|---:|")
     for label, t in pareto_rows:
-        print(f"| {label} | {t * 1000:,.0f} ms |")
+        print(f"| {label} | {t * 1000:,.{0 if t >= 0.01 else 2}f} ms |")
     print(json.dumps({"trials": n, "front": len(fast.indices)}))
 
 

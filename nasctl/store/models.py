@@ -82,7 +82,12 @@ class ObservationRow(Base):
 
 class EventRow(Base):
     __tablename__ = "events"
-    __table_args__ = (Index(None, "experiment_id", "id"),)
+    __table_args__ = (
+        Index(None, "experiment_id", "id"),
+        # the latest event of a kind (the optimizer's log-scale state, early stops) without
+        # scanning an experiment's whole audit trail (revision 0003_events_kind_index)
+        Index(None, "experiment_id", "kind", "id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"))

@@ -43,6 +43,7 @@ class ExperimentAnalysis:
     hv_history: list[tuple[int, float]]
     counts: dict[str, int] = field(default_factory=dict)
     seconds_saved: float = 0.0  # estimated trial time saved by early stopping
+    log_scale: list[str] = field(default_factory=list)  # objectives the optimizer's latest model has on the log scale
     rows: list[tuple[int, str, dict[str, float]]] = field(default_factory=list, repr=False)
 
     @property
@@ -103,6 +104,7 @@ def analyze(
         hv_history=history,
         counts=counts,
         seconds_saved=saved,
+        log_scale=queries.log_scale_metrics(store, experiment.id),
         rows=rows,
     )
 

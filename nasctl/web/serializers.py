@@ -61,6 +61,7 @@ def experiment_summary(a: ExperimentAnalysis) -> dict[str, Any]:
         "budget": spec.budget.model_dump(),
         "optimizer": str(resolve_method(spec)),
         "initial_trials": spec.initial_trials,
+        "log_scale": a.log_scale,
         "trials": dict(a.counts),
         "total_trials": len(a.indices),
         "finished_trials": finished,

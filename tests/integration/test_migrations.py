@@ -97,3 +97,46 @@ def test_0002_adds_trial_info_on_every_database(db_url: str) -> None:
         assert "info" not in {str(x).lower() for x in cols} and "log_tail" in {str(x).lower() for x in cols}
     finally:
         engine.dispose()
+
+
+def test_0003_indexes_events_by_kind_on_every_database(db_url: str) -> None:
+    """0002 -> 0003 adds the (experiment_id, kind, id) index over existing events,
+    which the latest-event-of-a-kind query then reads; the downgrade drops it."""
+    from sqlalchemy import inspect
+
+    from nasctl.store import queries
+
+    engine = create_engine(db_url)
+
+    def event_indexes() -> dict[str, list[str]]:
+        return {str(ix["name"]): list(ix["column_names"]) for ix in inspect(engine).get_indexes("events")}
+
+    try:
+        migrate.upgrade(engine, revision="0002_trial_info")
+        assert "ix_events_experiment_id_kind_id" not in event_indexes()
+        with engine.begin() as c:  # an experiment and events as nasctl 0002 wrote them
+            c.execute(text(
+                "INSERT INTO experiments (id, name, spec, status, work_dir, created_at, updated_at) "
+                "VALUES (1, 'old', '{}', 'STOPPED', '/x', '2026-11-22 00:00:00', '2026-11-22 00:00:00')"))
+            for kind, data in [("log_scale", '{"metrics": ["val_loss"]}'), ("status", None),
+                               ("log_scale", '{"metrics": []}'), ("finished", None)]:
+                c.execute(text("INSERT INTO events (experiment_id, time, kind, message, data) "
+                               "VALUES (1, '2026-11-22 00:00:00', :kind, 'm', :data)"), {"kind": kind, "data": data})
+        assert migrate.upgrade(engine) == ("0002_trial_info", head_revision())
+        assert event_indexes()["ix_events_experiment_id_kind_id"] == ["experiment_id", "kind", "id"]
+        store = Store(db_url)
+        assert queries.log_scale_metrics(store, 1) == []  # the newest log-scale event wins
+        store.add_event(1, queries.LOG_SCALE, "on", data={"metrics": ["val_loss"]})
+        assert queries.log_scale_metrics(store, 1) == ["val_loss"]
+        assert len(store.events(1)) == 5
+        store.close()
+        from alembic import command
+
+        cfg = migrate.alembic_config()
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0002_trial_info")
+        assert "ix_events_experiment_id_kind_id" not in event_indexes()
+        assert "ix_events_experiment_id_id" in event_indexes()
+    finally:
+        engine.dispose()

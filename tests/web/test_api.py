@@ -226,3 +226,20 @@ def test_early_stopped_trials_are_their_own_state(tmp_path: Path) -> None:
     assert [r["index"] for r in rows] == [8] and "dominated by trial 1" in rows[0]["failure_reason"]
     status = status_view(store, "es")
     assert status["early_stopping"]["trials_stopped"] == 1 and status["early_stopping"]["seconds_saved"] == 12.5
+
+
+def test_summary_shows_the_optimizers_log_scale_state(tmp_path: Path) -> None:
+    """The objectives the optimizer's latest model has on the log scale (its newest
+    `log_scale` event), also after later events, and back to none when it says so."""
+    store = Store(f"sqlite:///{tmp_path / 'log.db'}", create=True)
+    exp = add_synthetic(store, "logged", 6)
+    client = TestClient(create_app(store))
+    assert client.get("/api/experiments/logged").json()["log_scale"] == []
+    store.add_event(exp.id, queries.LOG_SCALE, "optimizer: modelling size on the log scale", data={"metrics": ["size"]})
+    add_synthetic(store, "other", 2)  # another experiment's events do not count
+    t = store.add_trial(exp.id, 6, {"x": 0.5, "act": "relu"}, "MBM", "logged-6", "")
+    store.finish_trial(t.id, TrialStatus.FAILED, failure_reason="later event")
+    assert client.get("/api/experiments/logged").json()["log_scale"] == ["size"]
+    assert client.get("/api/experiments/other").json()["log_scale"] == []
+    store.add_event(exp.id, queries.LOG_SCALE, "optimizer: modelling size back on its own scale", data={"metrics": []})
+    assert client.get("/api/experiments/logged").json()["log_scale"] == []

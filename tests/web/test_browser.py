@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from nasctl.store import Store
+from nasctl.store import Store, queries
 from nasctl.types import Observation, TrialStatus
 from tests.web.conftest import TOKEN, Server, add_synthetic
 
@@ -142,6 +142,12 @@ def test_the_page_follows_a_running_experiment_without_reloading(page: Any, serv
     full_reads = [u for u in requests if u.endswith("/api/experiments/growing/points")]
     assert len(full_reads) == 1, "live updates must fetch changes, not every point again"
     assert any("/changes?since=" in u for u in requests)
+    # the optimizer's announcement that it models an objective on the log scale reaches the summary
+    store.add_event(exp.id, queries.LOG_SCALE, "optimizer: modelling size on the log scale", data={"metrics": ["size"]})
+    page.wait_for_function(
+        "document.getElementById('summary').textContent.includes('quasi-random first; on the log scale: size')",
+        timeout=20_000,
+    )
     page.screenshot(path=str(screenshots / "live.png"), full_page=True)
     assert not page.errors
 

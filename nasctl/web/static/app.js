@@ -150,7 +150,8 @@ function renderSummary(s) {
     card("objectives", s.objectives.map((o) => o.name + " (" + (o.goal === "maximize" ? "max" : "min") + ")").join(", ")),
   ];
   if (s.constraints.length) cards.push(card("constraints", s.constraints.join(", ")));
-  cards.push(card("optimizer", s.optimizer + ", " + s.initial_trials + " quasi-random first"));
+  const logScale = (s.log_scale || []).length ? "; on the log scale: " + s.log_scale.join(", ") : "";
+  cards.push(card("optimizer", s.optimizer + ", " + s.initial_trials + " quasi-random first" + logScale));
   if (s.early_stopping) {
     const es = s.early_stopping;
     cards.push(card("early stopping", es.trials_stopped + " stopped on " + (es.metric || "the first objective with a curve") + ", ~" + fmt(es.seconds_saved) + " s of trial time saved"));
