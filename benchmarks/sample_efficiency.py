@@ -160,7 +160,7 @@ def _ax(problem: Problem, seed: int, budget: int, earlier: dict[str, Any] | None
         objective=", ".join(f"-{o}" for o in problem.objectives),
         outcome_constraints=[f"{o} <= {r!r}" for o, r in zip(problem.objectives, problem.ref)],
     )
-    values, gen, chosen, cpu = [], [], [], []
+    values, gen, chosen, cpu, nodes = [], [], [], [], []
     if earlier is not None:
         for x, v in zip(earlier["params"], earlier["values"]):
             index = client.attach_trial(parameters=x)
@@ -173,17 +173,20 @@ def _ax(problem: Problem, seed: int, budget: int, earlier: dict[str, Any] | None
         values, chosen = list(earlier["values"]), list(earlier["params"])
         gen = list(earlier["gen_seconds"])
         cpu = list(earlier.get("gen_cpu_seconds") or [None] * len(gen))  # the oldest runs lack CPU times
+        nodes = list(earlier.get("methods") or [None] * len(values))  # runs before 2026-11-24 lack them
     while len(values) < budget:
         t0, c0 = time.perf_counter(), time.thread_time()
         trials = client.get_next_trials(max_trials=1)
         gen.append(time.perf_counter() - t0)
         cpu.append(time.thread_time() - c0)
         ((index, x),) = trials.items()
+        # the generation node that proposed it (CenterOfSearchSpace, Sobol, MBM)
+        nodes.append(client._experiment.trials[index].generator_runs[0]._generation_node_name)
         v = problem.evaluate(x)
         client.complete_trial(index, raw_data={o: v[o] for o in problem.objectives})
         values.append(v)
         chosen.append(dict(x))
-    return {"values": values, "params": chosen, "gen_seconds": gen, "gen_cpu_seconds": cpu}
+    return {"values": values, "params": chosen, "gen_seconds": gen, "gen_cpu_seconds": cpu, "methods": nodes}
 
 
 def run_one(problem_name: str, method: str, seed: int, budget: int, out: Path, extend: bool = False) -> Path:

@@ -9,6 +9,8 @@ docs/benchmarks.md), the model-based loop 0.55-0.7.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from benchmarks.problems import get_problem, hv_trace
@@ -33,3 +35,27 @@ def test_loop_finds_a_good_branin_currin_front() -> None:
              and not any(all(w[k] <= v[k] for k in problem.objectives) and w != v for w in values)]
     assert len(front) >= 3
     assert hv_trace(problem, values)[-1] >= 0.4
+
+
+def test_extend_continues_a_stored_stock_ax_run(tmp_path: Path) -> None:
+    """`--extend` (the stock-Ax column at 50 trials): a stored shorter run is continued,
+    its trials kept as they were, and the next proposal comes from Ax's model step, not
+    from one more quasi-random point."""
+    import json
+
+    from benchmarks.sample_efficiency import result_path, run_one
+
+    run_one("branin_currin", "ax", 0, 6, tmp_path)
+    path = result_path(tmp_path, "branin_currin", "ax", 0)
+    stored = json.loads(path.read_text())
+    assert stored["methods"] == ["CenterOfSearchSpace", "Sobol", "Sobol", "Sobol", "Sobol", "MBM"]
+    run_one("branin_currin", "ax", 0, 8, tmp_path, extend=True)
+    extended = json.loads(path.read_text())
+    assert extended["extended_from"] == 6 and extended["extended_date"] == stored["date"]
+    assert extended["budget"] == 8 and len(extended["values"]) == len(extended["params"]) == 8
+    for key in ("params", "values", "gen_seconds", "gen_cpu_seconds", "methods"):
+        assert extended[key][:6] == stored[key], key
+    assert extended["methods"][6:] == ["MBM", "MBM"]
+    assert extended["params"][6] not in extended["params"][:6]
+    assert extended["hv"] == hv_trace(get_problem("branin_currin"), extended["values"])
+    assert extended["hv"][:6] == stored["hv"]
