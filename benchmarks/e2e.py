@@ -83,14 +83,13 @@ def _env() -> dict[str, str]:
 
 def ensure_extension() -> None:
     """Build BoTorch's fused kernel once before timing anything, so neither side pays for it."""
-    from nasctl.orchestration.optimizer import prebuild_extension
+    from nasctl.orchestration.optimizer import build_extension
     from nasctl.orchestration.service import prepare_orchestrator_process
 
     prepare_orchestrator_process()
-    proc = prebuild_extension()
-    if proc is not None:
-        print("building BoTorch's fused kernel once (~45 s)...", file=sys.stderr)
-        proc.wait()
+    print("making sure BoTorch's fused kernel is built (~45 s the first time)...", file=sys.stderr)
+    if not build_extension():
+        print("BoTorch's fused kernel is not built: both sides will use its pure-Python path", file=sys.stderr)
 
 
 def run_side(side: str, spec: Path, work: Path) -> dict[str, Any]:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nasctl.orchestration.optimizer import AxOptimizer, ax_metric_names
 from nasctl.spec import parse_spec
 
@@ -127,3 +129,25 @@ def test_early_stopped_trials_teach_the_model_their_optimistic_values() -> None:
     restored.restore(stored)
     again = restored.client._experiment.trials  # noqa: SLF001
     assert again[4].status == AxStatus.EARLY_STOPPED and again[5].status == AxStatus.ABANDONED
+
+
+def test_build_extension_waits_for_a_builder_in_another_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While another live process is recorded as the kernel's builder, `build_extension`
+    starts none of its own and waits for that one's kernel file (or gives up at its timeout)."""
+    import threading
+
+    from nasctl.orchestration.optimizer import FUSED_EXTENSION, build_extension
+
+    ext = tmp_path / "ext" / FUSED_EXTENSION
+    ext.mkdir(parents=True)
+    (ext / "builder.pid").write_text(str(os.getpid()))  # a live process: this one
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    assert build_extension(timeout=2) is False
+    timer = threading.Timer(1.5, lambda: (ext / f"{FUSED_EXTENSION}.so").touch())
+    timer.start()
+    try:
+        assert build_extension(timeout=60) is True
+    finally:
+        timer.cancel()
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR")
+    assert build_extension() is False  # nowhere to build

@@ -4,8 +4,6 @@ BoTorch's own method wherever the short path does not apply."""
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,19 +17,12 @@ from nasctl.orchestration import singleq
 def fused_kernel() -> Iterator[None]:
     """BoTorch's fused kernel, as the orchestrator uses it: built once per
     installation (`prebuild_extension`), then loaded (`use_prebuilt_extension`)."""
-    from nasctl.orchestration.optimizer import _extension_dir, prebuild_extension, use_prebuilt_extension
+    from nasctl.orchestration.optimizer import build_extension, use_prebuilt_extension
     from nasctl.orchestration.service import prepare_orchestrator_process
 
     prepare_orchestrator_process()
-    ext = _extension_dir()
-    assert ext is not None
-    builder = prebuild_extension()
-    if builder is not None:
-        builder.wait(timeout=600)
-    deadline = time.monotonic() + 600  # another process may be building it
-    while not os.path.exists(os.path.join(ext, "logei_fused_ext.so")) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert use_prebuilt_extension(), "BoTorch's fused qLogNEHVI kernel could not be built or loaded"
+    assert build_extension(), "BoTorch's fused qLogNEHVI kernel could not be built"
+    assert use_prebuilt_extension(), "BoTorch's fused qLogNEHVI kernel could not be loaded"
     singleq.install()
     yield
 
