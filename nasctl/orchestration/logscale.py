@@ -15,16 +15,31 @@ within a decade (accuracies, error rates of trained models, sizes, latencies)
 are left as they are, so a space without such a metric gets exactly Ax's own
 transforms. The choice is made again at every proposal from the data so far,
 like Ax's winsorisation cutoffs.
+
+The log scale is for the model only. The hypervolume a user is after is
+measured on the objectives' own scale, and Ax's `LogY` also moves the
+objective thresholds (the reference point) to the log scale, so BoTorch's
+hypervolume improvement would be measured in log units: a gain near an
+objective's floor (a loss going from 1e-4 to 5e-5) would weigh as much as
+one near its threshold (1e-2 to 5e-3). `install()` makes the acquisition of
+every proposal measure it on the raw scale: for each objective on the log
+scale, the model's posterior samples and the threshold are mapped back with
+`raw_units` before the hypervolume is computed. The mapping is monotone, so
+which trials are Pareto-optimal does not change, only how much each gain is
+worth.
 """
 
 from __future__ import annotations
 
+import contextvars
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
+import torch
 from ax.adapter.transforms.log_y import LogY
+from botorch.acquisition.multi_objective.objective import MCMultiOutputObjective
 
 SPAN = 10.0
 """Ratio of the upper to the lower quartile of the observed values at which an
@@ -103,3 +118,170 @@ class WideLogY(LogY):  # type: ignore[misc]
             adapter=adapter,
             config={**(config or {}), "metrics": metrics},
         )
+
+
+# --- the hypervolume improvement on the raw scale ------------------------------------------
+#
+# Between the adapter (which knows the transforms) and BoTorch's acquisition (which knows
+# model outputs only), the per-proposal facts travel in context variables: `_LOGGED` holds
+# the log-scale standard deviation of each logged metric for the proposal being made, and
+# `_COLUMNS` the model-output columns to map back while Ax builds the acquisition function.
+
+_LOGGED: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar("nasctl_logged", default=None)
+_COLUMNS: contextvars.ContextVar[tuple[list[int], list[float]] | None] = contextvars.ContextVar(
+    "nasctl_raw_columns", default=None
+)
+_ORIGINALS: dict[str, Any] = {}
+
+
+def raw_units(z: Any, sd: Any) -> Any:
+    """A standardised log value `z` (Ax's `StandardizeY` after `LogY`: log y =
+    mean + sd * z) as the raw value y, measured from the geometric mean
+    exp(mean) in units of exp(mean) * sd: expm1(sd * z) / sd.
+
+    Any increasing affine map of y gives the same Pareto front and the same
+    ranking of hypervolume improvements; this one keeps the values near the
+    geometric mean on the scale of `z` (its slope there is 1), so BoTorch's
+    smoothing temperatures, which are absolute (1e-2, 1e-6) and tuned for
+    standardised outcomes, act as they would on a model of the raw values."""
+    return torch.expm1(sd * z) / sd
+
+
+def _hypervolume_classes() -> tuple[type, ...]:
+    from botorch.acquisition.multi_objective.logei import (
+        qLogExpectedHypervolumeImprovement,
+        qLogNoisyExpectedHypervolumeImprovement,
+    )
+    from botorch.acquisition.multi_objective.monte_carlo import (
+        qExpectedHypervolumeImprovement,
+        qNoisyExpectedHypervolumeImprovement,
+    )
+
+    return (
+        qLogExpectedHypervolumeImprovement,
+        qLogNoisyExpectedHypervolumeImprovement,
+        qExpectedHypervolumeImprovement,
+        qNoisyExpectedHypervolumeImprovement,
+    )
+
+
+class RawScaleObjective(MCMultiOutputObjective):  # type: ignore[misc]
+    """`inner` (Ax's objective, or none) applied to posterior samples whose
+    log-scale columns are mapped back to the raw scale (`raw_units`)."""
+
+    def __init__(self, inner: Any, columns: list[int], sds: list[float]) -> None:
+        super().__init__()
+        self.inner = inner
+        self.register_buffer("columns", torch.tensor(columns, dtype=torch.long))
+        self.register_buffer("sds", torch.tensor(sds, dtype=torch.float64))
+
+    def forward(self, samples: torch.Tensor, X: torch.Tensor | None = None) -> torch.Tensor:
+        columns = self.columns.to(samples.device)
+        raw = raw_units(samples.index_select(-1, columns), self.sds.to(samples))
+        samples = samples.index_copy(-1, columns, raw)
+        return self.inner(samples, X=X) if self.inner is not None else samples
+
+
+def _model_columns(acquisition: Any, logged: Mapping[str, float]) -> tuple[list[int], list[float]]:
+    """The model-output columns of `acquisition` that are logged metrics, with their sds."""
+    outcomes = list(getattr(acquisition.surrogate, "_outcomes", None) or [])
+    subset = getattr(acquisition, "_subset_idcs", None)
+    names = [outcomes[int(i)] for i in subset] if subset is not None else outcomes
+    columns = [j for j, name in enumerate(names) if name in logged]
+    return columns, [float(logged[names[j]]) for j in columns]
+
+
+def _objective_columns(weights: torch.Tensor) -> list[tuple[int, float]] | None:
+    """(model-output column, weight) of each objective, in the objectives' order, from
+    Ax's objective weights: a matrix with one row per objective (Ax 1.x) or a vector
+    with one entry per model output. None when an objective mixes several outputs."""
+    rows = weights if weights.ndim == 2 else torch.diag(weights)[torch.nonzero(weights).reshape(-1)]
+    out = []
+    for row in rows:
+        nonzero = torch.nonzero(row).reshape(-1)
+        if nonzero.numel() != 1:
+            return None
+        j = int(nonzero[0])
+        out.append((j, float(row[j])))
+    return out
+
+
+def _construct_botorch_acquisition(self: Any, botorch_acqf_class: type, botorch_acqf_options: Any, model: Any) -> Any:
+    """Ax's `Acquisition._construct_botorch_acquisition`, with a hypervolume-improvement
+    acquisition measured on the raw scale of the objectives that are on the log scale."""
+    original = _ORIGINALS["construct"]
+    logged = _LOGGED.get()
+    thresholds = self._objective_thresholds  # noqa: SLF001 - maximisation-aligned, one per objective
+    if not logged or thresholds is None or not issubclass(botorch_acqf_class, _hypervolume_classes()):
+        return original(self, botorch_acqf_class=botorch_acqf_class, botorch_acqf_options=botorch_acqf_options,
+                        model=model)
+    columns, sds = _model_columns(self, logged)
+    found = _objective_columns(self._objective_weights)  # noqa: SLF001
+    if not columns or found is None or len(found) != thresholds.shape[-1]:
+        return original(self, botorch_acqf_class=botorch_acqf_class, botorch_acqf_options=botorch_acqf_options,
+                        model=model)
+    mapped = thresholds.clone()
+    for i, (j, w) in enumerate(found):
+        if j in columns:
+            sd = torch.tensor(sds[columns.index(j)], dtype=thresholds.dtype, device=thresholds.device)
+            mapped[i] = w * raw_units(thresholds[i] / w, sd)
+    token = _COLUMNS.set((columns, sds))
+    self._objective_thresholds = mapped  # noqa: SLF001 - read by the original as the reference point
+    try:
+        return original(self, botorch_acqf_class=botorch_acqf_class, botorch_acqf_options=botorch_acqf_options,
+                        model=model)
+    finally:
+        self._objective_thresholds = thresholds  # noqa: SLF001
+        _COLUMNS.reset(token)
+
+
+def _get_botorch_objective_and_transform(self: Any, *args: Any, **kwargs: Any) -> Any:
+    objective, transform = _ORIGINALS["objective"](self, *args, **kwargs)
+    wrap = _COLUMNS.get()
+    if wrap is not None:
+        objective = RawScaleObjective(objective, *wrap)
+    return objective, transform
+
+
+def _adapter_gen(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """`TorchAdapter._gen` with the log-scale metrics' standard deviations in `_LOGGED`."""
+    logged: dict[str, float] = {}
+    log_transform = self.transforms.get(WideLogY.__name__)
+    standardize = self.transforms.get("StandardizeY")
+    if isinstance(log_transform, WideLogY) and standardize is not None:
+        for name in log_transform.metric_signatures:
+            sd = getattr(standardize, "Ystd", {}).get(name)
+            if sd is not None and math.isfinite(sd) and sd > 0:
+                logged[name] = float(sd)
+    token = _LOGGED.set(logged or None)
+    try:
+        return _ORIGINALS["gen"](self, *args, **kwargs)
+    finally:
+        _LOGGED.reset(token)
+
+
+def install() -> None:
+    """Measure hypervolume improvements on the raw scale (idempotent; see the module docstring)."""
+    from ax.adapter.torch import TorchAdapter
+    from ax.generators.torch.botorch_modular.acquisition import Acquisition
+
+    if _ORIGINALS:
+        return
+    _ORIGINALS["gen"] = TorchAdapter._gen  # noqa: SLF001
+    _ORIGINALS["construct"] = Acquisition._construct_botorch_acquisition  # noqa: SLF001
+    _ORIGINALS["objective"] = Acquisition.get_botorch_objective_and_transform
+    TorchAdapter._gen = _adapter_gen  # type: ignore[method-assign] # noqa: SLF001
+    Acquisition._construct_botorch_acquisition = _construct_botorch_acquisition  # type: ignore[method-assign] # noqa: SLF001
+    Acquisition.get_botorch_objective_and_transform = _get_botorch_objective_and_transform  # type: ignore[method-assign]
+
+
+def uninstall() -> None:
+    """Put Ax's methods back."""
+    from ax.adapter.torch import TorchAdapter
+    from ax.generators.torch.botorch_modular.acquisition import Acquisition
+
+    if not _ORIGINALS:
+        return
+    TorchAdapter._gen = _ORIGINALS.pop("gen")  # type: ignore[method-assign] # noqa: SLF001
+    Acquisition._construct_botorch_acquisition = _ORIGINALS.pop("construct")  # type: ignore[method-assign] # noqa: SLF001
+    Acquisition.get_botorch_objective_and_transform = _ORIGINALS.pop("objective")  # type: ignore[method-assign]

@@ -205,6 +205,9 @@ class AxOptimizer:
         jointpost.install()
         nondominated.install()
         singleq.install()
+        from nasctl.orchestration import logscale  # imports Ax: after the quietening above
+
+        logscale.install()  # hypervolume improvements on the raw scale of log-scale objectives
         self.spec = spec
         self.names = ax_metric_names(spec)
         self.client = Client(random_seed=spec.optimizer.seed)
