@@ -169,6 +169,9 @@ class RawScaleObjective(MCMultiOutputObjective):  # type: ignore[misc]
     """`inner` (Ax's objective, or none) applied to posterior samples whose
     log-scale columns are mapped back to the raw scale (`raw_units`)."""
 
+    columns: torch.Tensor
+    sds: torch.Tensor
+
     def __init__(self, inner: Any, columns: list[int], sds: list[float]) -> None:
         super().__init__()
         self.inner = inner

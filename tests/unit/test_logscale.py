@@ -195,3 +195,113 @@ def test_a_run_tells_the_user_which_objectives_went_on_the_log_scale(tmp_path: P
     assert json.loads(r.stdout)["log_scale"] == ["loss"]
     r = run_cli("status", "spread", "--db", db)
     assert "on the log scale: loss" in " ".join(r.stdout.split())
+
+
+# --- the hypervolume improvement on the raw scale ------------------------------------------
+
+
+def test_raw_units_are_the_raw_value_from_the_geometric_mean() -> None:
+    import torch
+
+    z = torch.linspace(-3.0, 3.0, 61, dtype=torch.float64)
+    for mean, sd in [(math.log(1e-3), 1.7), (math.log(40.0), 0.4), (0.0, 1e-3)]:
+        y = torch.exp(mean + sd * z)  # what StandardizeY after LogY hands the model as z
+        expected = (y - math.exp(mean)) / (math.exp(mean) * sd)
+        got = logscale.raw_units(z, torch.tensor(sd, dtype=torch.float64))
+        assert torch.allclose(got, expected, rtol=1e-9, atol=1e-12)
+        assert bool((got.diff() > 0).all())  # increasing: the Pareto front does not change
+    slope = (logscale.raw_units(torch.tensor(1e-6), torch.tensor(2.0)) - 0.0) / 1e-6
+    assert abs(float(slope) - 1.0) < 1e-5  # the scale of z near the geometric mean
+
+
+def _acquisition(monkeypatch: pytest.MonkeyPatch, trials: list[RestoredTrial], spec: ExperimentSpec) -> Any:
+    """The Ax `Acquisition` and BoTorch acquisition function of one model-based proposal."""
+    from ax.generators.torch.botorch_modular.acquisition import Acquisition
+
+    built: list[Any] = []
+    opt = AxOptimizer(spec)  # installs the raw-scale improvement
+    construct = Acquisition._construct_botorch_acquisition  # noqa: SLF001
+
+    def capture(self: Any, *args: Any, **kwargs: Any) -> Any:
+        acqf = construct(self, *args, **kwargs)
+        built.append((self, acqf))
+        return acqf
+
+    monkeypatch.setattr(Acquisition, "_construct_botorch_acquisition", capture)
+    opt.restore(trials)
+    (c,) = opt.generate(1)
+    assert c.method == "MBM"
+    adapter = opt.client._generation_strategy.adapter  # noqa: SLF001
+    (acquisition, acqf), = built[-1:]
+    return adapter, acquisition, acqf
+
+
+def _trials(outcome: Any, n: int = 8, seed: int = 2) -> list[RestoredTrial]:
+    rng = np.random.default_rng(seed)
+    points = [{"x0": float(a), "x1": float(b)} for a, b in rng.uniform(size=(n, 2))]
+    return [RestoredTrial(i, p, "COMPLETED", "Sobol", outcome(p)) for i, p in enumerate(points)]
+
+
+def test_the_improvement_of_a_log_scale_objective_is_measured_on_its_raw_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model has `loss` on the log scale; the hypervolume improvement is computed on
+    the raw scale: the reference point is the user's threshold (1.0) in raw units, and
+    posterior samples of the model are mapped back before they are scored."""
+    import torch
+    from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
+
+    adapter, acquisition, acqf = _acquisition(monkeypatch, _trials(loss_outcome), loss_spec())
+    assert adapter.transforms["WideLogY"].metric_signatures == ["loss"]
+    assert isinstance(acqf, qLogNoisyExpectedHypervolumeImprovement)
+    assert isinstance(acqf.objective, logscale.RawScaleObjective)
+    mean, std = adapter.transforms["StandardizeY"].Ymean, adapter.transforms["StandardizeY"].Ystd
+    outcomes = list(acquisition.surrogate._outcomes)  # noqa: SLF001 - the model's output order
+    li, si = outcomes.index("loss"), outcomes.index("size")
+    # minimised objectives are negated (BoTorch maximises); loss in units of its geometric mean x sd
+    geo = math.exp(mean["loss"])
+    want = {li: -(1.0 - geo) / (geo * std["loss"]), si: -(10.0 - mean["size"]) / std["size"]}
+    assert acqf.ref_point.tolist() == pytest.approx([want[0], want[1]], rel=1e-9)
+    # Ax's own thresholds (on the model's scale) are left as they were for Ax's later use
+    assert acquisition._objective_thresholds[li] != pytest.approx(acqf.ref_point[li])  # noqa: SLF001
+
+    z = torch.tensor([[[0.3, -1.2]], [[-2.0, 0.7]]], dtype=torch.float64)  # samples of the model's outputs
+    scored = acqf.objective(z)
+    for k in range(2):
+        loss = math.exp(mean["loss"] + std["loss"] * float(z[k, 0, li]))
+        assert float(scored[k, 0, li]) == pytest.approx(-(loss - geo) / (geo * std["loss"]), rel=1e-9)
+        assert float(scored[k, 0, si]) == pytest.approx(-float(z[k, 0, si]), rel=1e-12)
+
+
+def test_without_a_log_scale_objective_the_acquisition_is_axs(monkeypatch: pytest.MonkeyPatch) -> None:
+    def narrow(p: dict[str, Any]) -> dict[str, float]:
+        return {"loss": 0.5 + 0.1 * float(p["x0"]), "size": 2.0 + float(p["x1"])}
+
+    adapter, acquisition, acqf = _acquisition(monkeypatch, _trials(narrow), loss_spec())
+    assert "loss" not in adapter.transforms["WideLogY"].metric_signatures
+    assert not isinstance(acqf.objective, logscale.RawScaleObjective)
+    assert acqf.ref_point.tolist() == acquisition._objective_thresholds.tolist()  # noqa: SLF001
+
+
+def test_while_nothing_is_feasible_the_thresholds_are_left_to_ax(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before any trial meets the thresholds Ax asks for the probability of meeting
+    them, which compares the model's values with thresholds on the model's scale."""
+    from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
+
+    data = loss_spec_data(12)
+    data["objectives"]["loss"]["threshold"] = 1e-9  # no trial meets it
+    adapter, acquisition, acqf = _acquisition(monkeypatch, _trials(loss_outcome), parse_spec(json.dumps(data)))
+    assert adapter.transforms["WideLogY"].metric_signatures == ["loss"]
+    import torch
+    from ax.generators.torch.botorch_modular.acquisition import _objective_threshold_to_outcome_constraints
+    from ax.generators.torch.utils import get_outcome_constraint_transforms
+
+    assert not isinstance(acqf, qLogNoisyExpectedHypervolumeImprovement)
+    # the feasibility it scores is Ax's: thresholds on the model's (log) scale
+    ax_own = get_outcome_constraint_transforms(_objective_threshold_to_outcome_constraints(
+        objective_weights=acquisition._objective_weights,  # noqa: SLF001
+        objective_thresholds=acquisition._objective_thresholds,  # noqa: SLF001
+    ))
+    z = torch.linspace(-4.0, 4.0, 33, dtype=torch.float64)
+    samples = torch.stack([z, z.flip(0)], dim=-1).view(33, 1, 2)
+    assert len(acqf._constraints) == len(ax_own)  # noqa: SLF001
+    for mine, theirs in zip(acqf._constraints, ax_own):  # noqa: SLF001
+        assert torch.equal(mine(samples), theirs(samples))
