@@ -277,14 +277,3 @@ def install() -> None:
     Acquisition._construct_botorch_acquisition = _construct_botorch_acquisition  # type: ignore[method-assign] # noqa: SLF001
     Acquisition.get_botorch_objective_and_transform = _get_botorch_objective_and_transform  # type: ignore[method-assign]
 
-
-def uninstall() -> None:
-    """Put Ax's methods back."""
-    from ax.adapter.torch import TorchAdapter
-    from ax.generators.torch.botorch_modular.acquisition import Acquisition
-
-    if not _ORIGINALS:
-        return
-    TorchAdapter._gen = _ORIGINALS.pop("gen")  # type: ignore[method-assign] # noqa: SLF001
-    Acquisition._construct_botorch_acquisition = _ORIGINALS.pop("construct")  # type: ignore[method-assign] # noqa: SLF001
-    Acquisition.get_botorch_objective_and_transform = _ORIGINALS.pop("objective")  # type: ignore[method-assign]
