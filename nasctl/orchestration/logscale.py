@@ -196,11 +196,13 @@ def _model_columns(acquisition: Any, logged: Mapping[str, float]) -> tuple[list[
 
 def _objective_columns(weights: torch.Tensor) -> list[tuple[int, float]] | None:
     """(model-output column, weight) of each objective, in the objectives' order, from
-    Ax's objective weights: a matrix with one row per objective (Ax 1.x) or a vector
-    with one entry per model output. None when an objective mixes several outputs."""
-    rows = weights if weights.ndim == 2 else torch.diag(weights)[torch.nonzero(weights).reshape(-1)]
+    Ax's objective weights (one row per objective, one column per model output). None
+    when they are not such a matrix or an objective mixes several outputs: the
+    acquisition is then left as Ax builds it."""
+    if weights.ndim != 2:
+        return None
     out = []
-    for row in rows:
+    for row in weights:
         nonzero = torch.nonzero(row).reshape(-1)
         if nonzero.numel() != 1:
             return None

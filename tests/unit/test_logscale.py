@@ -305,3 +305,14 @@ def test_while_nothing_is_feasible_the_thresholds_are_left_to_ax(monkeypatch: py
     assert len(acqf._constraints) == len(ax_own)  # noqa: SLF001
     for mine, theirs in zip(acqf._constraints, ax_own):  # noqa: SLF001
         assert torch.equal(mine(samples), theirs(samples))
+
+
+def test_objectives_are_found_in_axs_weight_matrix() -> None:
+    import torch
+
+    # minimise output 2, maximise output 0, output 1 a constraint only
+    weights = torch.tensor([[0.0, 0.0, -1.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
+    assert logscale._objective_columns(weights) == [(2, -1.0), (0, 1.0)]  # noqa: SLF001
+    # an objective that mixes outputs, or weights in another layout: left to Ax
+    assert logscale._objective_columns(torch.tensor([[1.0, 0.5, 0.0]])) is None  # noqa: SLF001
+    assert logscale._objective_columns(torch.tensor([1.0, -1.0])) is None  # noqa: SLF001
