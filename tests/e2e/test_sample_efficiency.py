@@ -59,3 +59,34 @@ def test_extend_continues_a_stored_stock_ax_run(tmp_path: Path) -> None:
     assert extended["params"][6] not in extended["params"][:6]
     assert extended["hv"] == hv_trace(get_problem("branin_currin"), extended["values"])
     assert extended["hv"][:6] == stored["hv"]
+
+
+def test_ablation_runs_each_variant_in_its_own_process(tmp_path: Path) -> None:
+    """benchmarks/ablation.py: a variant changes one setting, only in its own runs."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, str(root / "benchmarks" / "ablation.py"), "--problem", "branin_currin",
+           "--variants", "default,budget-2-16,no-repeat-guard", "--seeds", "0", "--budget", "7",
+           "--out", str(tmp_path)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    runs = {v: json.loads((tmp_path / "branin_currin" / v / "seed00.json").read_text())
+            for v in ("default", "budget-2-16", "no-repeat-guard")}
+    problem = get_problem("branin_currin")
+    for run in runs.values():
+        assert len(run["values"]) == 7 and run["methods"][-1] == "MBM"
+        assert run["hv"] == hv_trace(problem, run["values"])
+    # the same quasi-random start; a 2-restart, 16-sample search proposes other points than the default
+    assert runs["budget-2-16"]["values"][:5] == runs["default"]["values"][:5]
+    assert runs["budget-2-16"]["values"][5:] != runs["default"]["values"][5:]
+    # the guard never fires on this seed's first trials: the same run as the default
+    assert runs["no-repeat-guard"]["values"] == runs["default"]["values"]
+    table = r.stdout.splitlines()
+    assert table[0].startswith("| variant | seeds | HV@7 | better / worse than default at 7 |") and len(table) == 5
+    assert table[3].startswith("| budget-2-16 | 1 |")
+
+    bad = subprocess.run([*cmd[:4], "--variants", "budget-x"], capture_output=True, text=True, cwd=root)
+    assert bad.returncode != 0 and "unknown variant 'budget-x'" in bad.stderr

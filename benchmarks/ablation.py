@@ -1,0 +1,172 @@
+"""Optimizer ablations: one setting of nasctl's optimizer changed, the rest as shipped.
+
+    PYTHONPATH=$PWD python benchmarks/ablation.py --problem branin_currin \
+        --variants default,no-raw-scale,botorch-budget --seeds 0-29 --budget 30
+
+Each (variant, seed) drives `AxOptimizer` directly: propose one trial, evaluate
+it, report it, repeat, with the benchmark problem's reference point as the
+objective thresholds (the spec of `sample_efficiency.nasctl_spec`). That is the
+optimizer of the loop without the loop around it, so a run takes seconds and
+many seeds fit in a session; its trajectories differ from the loop's grid runs
+(which also differ between machines), so compare variants with each other, not
+with the grid. Variants:
+
+- default: as shipped;
+- no-raw-scale: hypervolume improvements on the model's (log) scale, as Ax does;
+- no-log-scale: no objective modelled on the log scale;
+- botorch-budget: BoTorch's acquisition budget (20 restarts from 1,024 raw samples);
+- budget-R-S: R restarts from S raw samples;
+- mc-N: N quasi-MC samples for the hypervolume improvement;
+- no-repeat-guard: model proposals that repeat a trial are kept.
+
+Results go to --out/<problem>/<variant>/seedNN.json (finished runs are skipped);
+the script prints the mean hypervolume / max hypervolume at 10, 20 and 30
+trials for each variant, how many seeds each variant did better and worse on
+than the first variant, and the median CPU time of a proposal at 20-29 trials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.problems import PROBLEMS, get_problem, hv_trace  # noqa: E402
+from benchmarks.sample_efficiency import _seeds as parse_seeds  # noqa: E402
+from benchmarks.sample_efficiency import nasctl_spec  # noqa: E402
+
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "ablation"
+CHECKPOINTS = (10, 20, 30)
+
+
+def parse_variant(name: str) -> Callable[[], None]:
+    """The change that variant `name` makes, to apply in the run's own process before an
+    optimizer is built. Raises SystemExit for an unknown name."""
+    from nasctl.orchestration import logscale, novelty, strategies
+
+    def setter(obj: Any, attr: str, value: Any) -> Callable[[], None]:
+        return lambda: setattr(obj, attr, value)
+
+    fixed: dict[str, Callable[[], None]] = {
+        "default": lambda: None,
+        "no-raw-scale": setter(logscale, "install", lambda: None),
+        "no-log-scale": setter(logscale, "SPAN", math.inf),
+        "botorch-budget": setter(strategies, "acquisition_budget",
+                                 lambda dims: {"num_restarts": 20, "raw_samples": 1024}),
+        "no-repeat-guard": setter(novelty, "REPEAT_RADIUS", 0.0),
+    }
+    if name in fixed:
+        return fixed[name]
+    parts = name.split("-")
+    if parts[0] == "budget" and len(parts) == 3 and all(x.isdigit() for x in parts[1:]):
+        budget = {"num_restarts": int(parts[1]), "raw_samples": int(parts[2])}
+        return setter(strategies, "acquisition_budget", lambda dims: budget)
+    if parts[0] == "mc" and len(parts) == 2 and parts[1].isdigit():
+        return setter(strategies, "mc_samples", lambda objectives: int(parts[1]))
+    raise SystemExit(f"unknown variant {name!r} (known: {', '.join(fixed)}, budget-R-S, mc-N)")
+
+
+def run_one(problem_name: str, variant: str, seed: int, budget: int) -> dict[str, Any]:
+    from nasctl.orchestration.service import prepare_orchestrator_process
+
+    prepare_orchestrator_process()
+    from nasctl.orchestration import optimizer
+
+    optimizer.build_extension()
+    parse_variant(variant)()
+    problem = get_problem(problem_name)
+    opt = optimizer.AxOptimizer(nasctl_spec(problem, seed, budget))
+    values, methods, cpu = [], [], []
+    for _ in range(budget):
+        c0 = time.thread_time()
+        (cand,) = opt.generate(1)
+        cpu.append(time.thread_time() - c0)
+        v = problem.evaluate(cand.parameters)
+        opt.complete(cand.index, v)
+        values.append(v)
+        methods.append(cand.method)
+    return {"problem": problem_name, "variant": variant, "seed": seed, "budget": budget, "values": values,
+            "methods": methods, "gen_cpu_seconds": cpu, "hv": hv_trace(problem, values),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def report(out: Path, problem: str, variants: list[str], seeds: list[int]) -> str:
+    runs: dict[str, dict[int, dict[str, Any]]] = {}
+    for v in variants:
+        runs[v] = {}
+        for s in seeds:
+            path = out / problem / v / f"seed{s:02d}.json"
+            if path.exists():
+                runs[v][s] = json.loads(path.read_text())
+    base = variants[0]
+    lengths = [len(r["hv"]) for done in runs.values() for r in done.values()]
+    if not lengths:
+        return "no results"
+    checkpoints = [c for c in CHECKPOINTS if c <= min(lengths)] or [min(lengths)]
+    k = checkpoints[-1] - 1
+    head = "| variant | seeds | " + " | ".join(f"HV@{c}" for c in checkpoints)
+    head += f" | better / worse than {base} at {checkpoints[-1]} | proposal CPU at 20-29 trials (median) |"
+    lines = [head, "|" + "---|" * (len(checkpoints) + 4)]
+    for v in variants:
+        done = runs[v]
+        if not done:
+            continue
+        means = [statistics.mean(r["hv"][c - 1] for r in done.values()) for c in checkpoints]
+        cpu = [x for r in done.values() for x in r["gen_cpu_seconds"][19:29]]
+        paired = [s for s in done if s in runs[base]]
+        better = sum(done[s]["hv"][k] > runs[base][s]["hv"][k] + 1e-12 for s in paired)
+        worse = sum(done[s]["hv"][k] < runs[base][s]["hv"][k] - 1e-12 for s in paired)
+        versus = "" if v == base else f"{better} / {worse}"
+        cost = f"{statistics.median(cpu):.2f} s" if cpu else "-"
+        lines.append(f"| {v} | {len(done)} | " + " | ".join(f"{m:.3f}" for m in means) + f" | {versus} | {cost} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--problem", required=True, choices=list(PROBLEMS))
+    ap.add_argument("--variants", default="default", help="comma-separated; the first is the baseline")
+    ap.add_argument("--seeds", default="0-9", help="e.g. 0-29 or 0,3,5")
+    ap.add_argument("--budget", type=int, default=30)
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--one", nargs=2, metavar=("VARIANT", "SEED"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.one:
+        variant, seed = args.one[0], int(args.one[1])
+        path = args.out / args.problem / variant / f"seed{seed:02d}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(run_one(args.problem, variant, seed, args.budget)))
+        return 0
+    variants = args.variants.split(",")
+    for v in variants:
+        parse_variant(v)  # fail fast on a name it does not know
+    seeds = parse_seeds(args.seeds)
+    for v in variants:
+        for s in seeds:
+            path = args.out / args.problem / v / f"seed{s:02d}.json"
+            if path.exists():
+                continue
+            # one process per run: a variant patches module state for the whole process
+            cmd = [sys.executable, __file__, "--problem", args.problem, "--budget", str(args.budget),
+                   "--out", str(args.out), "--one", v, str(s)]
+            if subprocess.run(cmd, check=False).returncode != 0:
+                print(f"{args.problem} {v} seed {s}: failed", file=sys.stderr)
+                return 1
+            print(f"{args.problem} {v} seed {s}: done", file=sys.stderr)
+    print(report(args.out, args.problem, variants, seeds))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
