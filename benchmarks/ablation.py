@@ -35,7 +35,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,38 +42,40 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.problems import PROBLEMS, get_problem, hv_trace  # noqa: E402
-from benchmarks.sample_efficiency import _seeds as parse_seeds  # noqa: E402
-from benchmarks.sample_efficiency import nasctl_spec  # noqa: E402
+from benchmarks.sample_efficiency import nasctl_spec, parse_seeds  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "ablation"
 CHECKPOINTS = (10, 20, 30)
 
 
-def parse_variant(name: str) -> Callable[[], None]:
-    """The change that variant `name` makes, to apply in the run's own process before an
-    optimizer is built. Raises SystemExit for an unknown name."""
-    from nasctl.orchestration import logscale, novelty, strategies
-
-    def setter(obj: Any, attr: str, value: Any) -> Callable[[], None]:
-        return lambda: setattr(obj, attr, value)
-
-    fixed: dict[str, Callable[[], None]] = {
-        "default": lambda: None,
-        "no-raw-scale": setter(logscale, "install", lambda: None),
-        "no-log-scale": setter(logscale, "SPAN", math.inf),
-        "botorch-budget": setter(strategies, "acquisition_budget",
-                                 lambda dims: {"num_restarts": 20, "raw_samples": 1024}),
-        "no-repeat-guard": setter(novelty, "REPEAT_RADIUS", 0.0),
+def parse_variant(name: str) -> list[tuple[str, str, Any]]:
+    """The settings variant `name` changes: (module of nasctl.orchestration, attribute,
+    new value). Nothing is imported here, so names are checked before any run starts.
+    Raises SystemExit for an unknown name."""
+    fixed: dict[str, list[tuple[str, str, Any]]] = {
+        "default": [],
+        "no-raw-scale": [("logscale", "install", lambda: None)],
+        "no-log-scale": [("logscale", "SPAN", math.inf)],
+        "botorch-budget": [("strategies", "acquisition_budget", lambda dims: {"num_restarts": 20, "raw_samples": 1024})],
+        "no-repeat-guard": [("novelty", "REPEAT_RADIUS", 0.0)],
     }
     if name in fixed:
         return fixed[name]
     parts = name.split("-")
     if parts[0] == "budget" and len(parts) == 3 and all(x.isdigit() for x in parts[1:]):
         budget = {"num_restarts": int(parts[1]), "raw_samples": int(parts[2])}
-        return setter(strategies, "acquisition_budget", lambda dims: budget)
+        return [("strategies", "acquisition_budget", lambda dims: budget)]
     if parts[0] == "mc" and len(parts) == 2 and parts[1].isdigit():
-        return setter(strategies, "mc_samples", lambda objectives: int(parts[1]))
+        return [("strategies", "mc_samples", lambda objectives: int(parts[1]))]
     raise SystemExit(f"unknown variant {name!r} (known: {', '.join(fixed)}, budget-R-S, mc-N)")
+
+
+def apply_variant(name: str) -> None:
+    """Make variant `name`'s changes in this process, before an optimizer is built."""
+    import importlib
+
+    for module, attribute, value in parse_variant(name):
+        setattr(importlib.import_module(f"nasctl.orchestration.{module}"), attribute, value)
 
 
 def run_one(problem_name: str, variant: str, seed: int, budget: int) -> dict[str, Any]:
@@ -84,7 +85,7 @@ def run_one(problem_name: str, variant: str, seed: int, budget: int) -> dict[str
     from nasctl.orchestration import optimizer
 
     optimizer.build_extension()
-    parse_variant(variant)()
+    apply_variant(variant)
     problem = get_problem(problem_name)
     opt = optimizer.AxOptimizer(nasctl_spec(problem, seed, budget))
     values, methods, cpu = [], [], []

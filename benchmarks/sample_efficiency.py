@@ -375,7 +375,7 @@ def plot(out: Path, problems: list[str], methods: list[str]) -> list[Path]:
     return paths
 
 
-def _seeds(text: str) -> list[int]:
+def parse_seeds(text: str) -> list[int]:
     if "-" in text:
         a, b = text.split("-")
         return list(range(int(a), int(b) + 1))
@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one", nargs=3, metavar=("PROBLEM", "METHOD", "SEED"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one:
-        for seed in _seeds(a.one[2]):
+        for seed in parse_seeds(a.one[2]):
             run_one(a.one[0], a.one[1], seed, a.budget, a.out, a.extend)
         return 0
     problems, methods = a.problems.split(","), a.methods.split(",")
@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     if not a.report:
         if a.extend and set(methods) != {"ax"}:
             ap.error("--extend continues stock-Ax runs only: pass --methods ax")
-        run_grid(problems, methods, _seeds(a.seeds), a.budget, a.out, a.jobs, a.extend)
+        run_grid(problems, methods, parse_seeds(a.seeds), a.budget, a.out, a.jobs, a.extend)
     print(report(a.out, problems, methods))
     for p in plot(a.out, problems, methods):
         print(f"plot: {p}", file=sys.stderr)

@@ -211,33 +211,43 @@ def _objective_columns(weights: torch.Tensor) -> list[tuple[int, float]] | None:
     return out
 
 
-def _construct_botorch_acquisition(self: Any, botorch_acqf_class: type, botorch_acqf_options: Any, model: Any) -> Any:
-    """Ax's `Acquisition._construct_botorch_acquisition`, with a hypervolume-improvement
-    acquisition measured on the raw scale of the objectives that are on the log scale."""
-    original = _ORIGINALS["construct"]
+def _raw_scale_plan(acquisition: Any, botorch_acqf_class: type) -> tuple[list[int], list[float], torch.Tensor] | None:
+    """For a hypervolume-improvement acquisition while objectives are on the log scale:
+    the model-output columns to map back, their log-scale sds, and the reference point
+    mapped the same way. None where Ax's own acquisition applies."""
     logged = _LOGGED.get()
-    thresholds = self._objective_thresholds  # noqa: SLF001 - maximisation-aligned, one per objective
+    thresholds = acquisition._objective_thresholds  # noqa: SLF001 - maximisation-aligned, one per objective
     if not logged or thresholds is None or not issubclass(botorch_acqf_class, _hypervolume_classes()):
-        return original(self, botorch_acqf_class=botorch_acqf_class, botorch_acqf_options=botorch_acqf_options,
-                        model=model)
-    columns, sds = _model_columns(self, logged)
-    found = _objective_columns(self._objective_weights)  # noqa: SLF001
+        return None
+    columns, sds = _model_columns(acquisition, logged)
+    found = _objective_columns(acquisition._objective_weights)  # noqa: SLF001
     if not columns or found is None or len(found) != thresholds.shape[-1]:
-        return original(self, botorch_acqf_class=botorch_acqf_class, botorch_acqf_options=botorch_acqf_options,
-                        model=model)
+        return None
     mapped = thresholds.clone()
     for i, (j, w) in enumerate(found):
         if j in columns:
             sd = torch.tensor(sds[columns.index(j)], dtype=thresholds.dtype, device=thresholds.device)
             mapped[i] = w * raw_units(thresholds[i] / w, sd)
-    token = _COLUMNS.set((columns, sds))
-    self._objective_thresholds = mapped  # noqa: SLF001 - read by the original as the reference point
+    return columns, sds, mapped
+
+
+def _construct_botorch_acquisition(self: Any, botorch_acqf_class: type, botorch_acqf_options: Any, model: Any) -> Any:
+    """Ax's `Acquisition._construct_botorch_acquisition`, with a hypervolume-improvement
+    acquisition measured on the raw scale of the objectives that are on the log scale."""
+    plan = _raw_scale_plan(self, botorch_acqf_class)
+    thresholds = self._objective_thresholds  # noqa: SLF001
+    token = None
+    if plan is not None:
+        columns, sds, mapped = plan
+        token = _COLUMNS.set((columns, sds))
+        self._objective_thresholds = mapped  # noqa: SLF001 - read by the original as the reference point
     try:
-        return original(self, botorch_acqf_class=botorch_acqf_class, botorch_acqf_options=botorch_acqf_options,
-                        model=model)
+        return _ORIGINALS["construct"](self, botorch_acqf_class=botorch_acqf_class,
+                                       botorch_acqf_options=botorch_acqf_options, model=model)
     finally:
-        self._objective_thresholds = thresholds  # noqa: SLF001
-        _COLUMNS.reset(token)
+        if token is not None:
+            self._objective_thresholds = thresholds  # noqa: SLF001 - Ax's, for its later use
+            _COLUMNS.reset(token)
 
 
 def _get_botorch_objective_and_transform(self: Any, *args: Any, **kwargs: Any) -> Any:
