@@ -17,7 +17,8 @@ with the grid. Variants:
 - botorch-budget: BoTorch's acquisition budget (20 restarts from 1,024 raw samples);
 - budget-R-S: R restarts from S raw samples;
 - mc-N: N quasi-MC samples for the hypervolume improvement;
-- no-repeat-guard: model proposals that repeat a trial are kept.
+- no-repeat-guard: model proposals that repeat a trial are kept;
+- a+b: the changes of a and of b (budget-20-1024+mc-64).
 
 Results go to --out/<problem>/<variant>/seedNN.json (finished runs are skipped);
 the script prints the mean hypervolume / max hypervolume at 10, 20 and 30
@@ -51,12 +52,14 @@ CHECKPOINTS = (10, 20, 30)
 def parse_variant(name: str) -> list[tuple[str, str, Any]]:
     """The settings variant `name` changes: (module of nasctl.orchestration, attribute,
     new value). Nothing is imported here, so names are checked before any run starts.
-    Raises SystemExit for an unknown name."""
+    `a+b` makes the changes of both. Raises SystemExit for an unknown name."""
+    if "+" in name:
+        return [change for part in name.split("+") for change in parse_variant(part)]
     fixed: dict[str, list[tuple[str, str, Any]]] = {
         "default": [],
         "no-raw-scale": [("logscale", "install", lambda: None)],
         "no-log-scale": [("logscale", "SPAN", math.inf)],
-        "botorch-budget": [("strategies", "acquisition_budget", lambda dims: {"num_restarts": 20, "raw_samples": 1024})],
+        "botorch-budget": [("strategies", "acquisition_budget", lambda *_: {"num_restarts": 20, "raw_samples": 1024})],
         "no-repeat-guard": [("novelty", "REPEAT_RADIUS", 0.0)],
     }
     if name in fixed:
@@ -64,10 +67,10 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
     parts = name.split("-")
     if parts[0] == "budget" and len(parts) == 3 and all(x.isdigit() for x in parts[1:]):
         budget = {"num_restarts": int(parts[1]), "raw_samples": int(parts[2])}
-        return [("strategies", "acquisition_budget", lambda dims: budget)]
+        return [("strategies", "acquisition_budget", lambda *_: budget)]
     if parts[0] == "mc" and len(parts) == 2 and parts[1].isdigit():
-        return [("strategies", "mc_samples", lambda objectives: int(parts[1]))]
-    raise SystemExit(f"unknown variant {name!r} (known: {', '.join(fixed)}, budget-R-S, mc-N)")
+        return [("strategies", "mc_samples", lambda *_: int(parts[1]))]
+    raise SystemExit(f"unknown variant {name!r} (known: {', '.join(fixed)}, budget-R-S, mc-N, a+b)")
 
 
 def apply_variant(name: str) -> None:

@@ -87,24 +87,52 @@ def test_fits_outside_an_optimizer_are_plain() -> None:
     assert not model.training  # fitted (BoTorch leaves a fitted model in eval mode)
 
 
+def _samplers(opt: AxOptimizer) -> list[Any]:
+    return [g.generator_kwargs.get("botorch_acqf_options", {}).get("sampler")
+            for node in opt.client._generation_strategy._nodes for g in node.generator_specs]
+
+
 def test_three_objectives_use_fewer_samples_and_propose_while_nothing_is_feasible() -> None:
     """With 3 objectives the acquisition gets a 32-sample sampler. While no trial
     meets every threshold Ax switches to the probability of feasibility, whose
     constructor takes the same sampler."""
     spec = make_spec(3, threshold=0.01, max_trials=8)  # nothing reaches 0.01 in all three
     opt = AxOptimizer(spec)
-    samplers = [g.generator_kwargs.get("botorch_acqf_options", {}).get("sampler")
-                for node in opt.client._generation_strategy._nodes for g in node.generator_specs]
-    assert [s.sample_shape[0] for s in samplers if s is not None] == [32]
+    assert [s.sample_shape[0] for s in _samplers(opt) if s is not None] == [32]
     propose(opt, 7, 3)
     assert sum(1 for t in opt.client._experiment.trials.values() if t.status.is_completed) == 7
 
 
-def test_two_objectives_keep_botorchs_default_samples() -> None:
-    opt = AxOptimizer(make_spec(2))
-    for node in opt.client._generation_strategy._nodes:
-        for g in node.generator_specs:
-            assert "sampler" not in g.generator_kwargs.get("botorch_acqf_options", {})
+def test_two_objectives_in_a_continuous_space_use_half_the_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """qLogNEHVI of a continuous 2-objective space is built with a 64-sample sampler,
+    the price of BoTorch's acquisition budget (`CONTINUOUS_PAIR_BUDGET`)."""
+    from ax.generators.torch.botorch_modular import acquisition
+
+    built: list[Any] = []
+    real = acquisition.Acquisition._construct_botorch_acquisition
+
+    def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
+        acqf = real(self, *args, **kwargs)
+        built.append(acqf)
+        return acqf
+
+    monkeypatch.setattr(acquisition.Acquisition, "_construct_botorch_acquisition", spy)
+    opt = AxOptimizer(make_spec(2, max_trials=8))
+    assert [s.sample_shape[0] for s in _samplers(opt) if s is not None] == [64]
+    propose(opt, 7, 2)
+    assert built and all(type(a).__name__ == "qLogNoisyExpectedHypervolumeImprovement" for a in built)
+    assert all(a.sampler.sample_shape[0] == 64 for a in built)
+
+
+def test_two_objectives_elsewhere_keep_botorchs_default_samples() -> None:
+    """A space with an integer is not continuous; SAASBO is not the plain GP: 128 samples."""
+    data = make_spec(2).model_dump(mode="json")
+    data["search_space"]["n"] = {"type": "int", "low": 1, "high": 9}
+    saas = make_spec(2).model_dump(mode="json")
+    saas["optimizer"]["method"] = "saasbo"
+    for spec in (parse_spec(json.dumps(data)), parse_spec(json.dumps(saas))):
+        samplers = _samplers(AxOptimizer(spec))
+        assert samplers and all(s is None for s in samplers)
 
 
 def _optimiser_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[dict[str, Any]]:
@@ -128,7 +156,11 @@ def test_continuous_spaces_keep_the_first_acquisition_optimisation(monkeypatch: 
     seen = _optimiser_calls(monkeypatch, "optimize_acqf")
     propose(AxOptimizer(make_spec(2, max_trials=8)), 7, 2)
     assert seen and all(k["retry_on_optimization_warning"] is False for k in seen)
-    assert all(k["num_restarts"] == 8 and k["raw_samples"] == 256 for k in seen)
+    # two objectives: BoTorch's budget (`CONTINUOUS_PAIR_BUDGET`)
+    assert all(k["num_restarts"] == 20 and k["raw_samples"] == 1024 for k in seen)
+    seen.clear()
+    propose(AxOptimizer(make_spec(3, max_trials=8)), 7, 3)
+    assert seen and all(k["num_restarts"] == 8 and k["raw_samples"] == 256 for k in seen)
 
 
 def test_mixed_spaces_do_not_get_the_continuous_only_option() -> None:
