@@ -10,7 +10,7 @@ raw samples) took 1.4 s of a 2.4 s proposal (BraninCurrin, 48 trials, loaded
 2-core machine); 8 restarts from 256 raw samples cost roughly a quarter of
 that, and the budget grows with the number of tunable parameters, where a
 small start set would miss basins. Continuous spaces with two objectives get
-BoTorch's budget back, paid for with half the quasi-MC samples
+a larger budget, paid for with half the quasi-MC samples
 (`CONTINUOUS_PAIR_BUDGET`). Spaces searched over discrete values only (the
 categorical method, and any space of integers and choices that BoTorch's
 local search takes) get `LOCAL_SEARCH_BUDGET`. The measurements behind each
@@ -33,18 +33,20 @@ DEFAULT_MC_SAMPLES = 128
 """BoTorch's quasi-MC sample count for its acquisition functions."""
 
 
-CONTINUOUS_PAIR_BUDGET = {"num_restarts": 20, "raw_samples": 1024}
+CONTINUOUS_PAIR_BUDGET = {"num_restarts": 12, "raw_samples": 512}
 CONTINUOUS_PAIR_MC_SAMPLES = 64
-"""Continuous spaces with two objectives: BoTorch's own acquisition budget, with
-64 quasi-MC samples instead of 128. Against 8 restarts from 256 raw samples
-with 128 samples (`benchmarks/ablation.py`, 20 seeds x 30 trials), BraninCurrin
-went from hypervolume 0.880 / 0.949 at 20 / 30 trials to 0.893 / 0.956 (better
-on 15 seeds at 30, worse on 5), the same as BoTorch's budget with 128 samples
-(0.894 / 0.954) for 0.75x its CPU; DTLZ2 moved within its spread (0.488 / 0.661
-to 0.514 / 0.655). A proposal at 40-45 trials costs about 1.25x the small
-budget's (BraninCurrin 0.53 -> 0.66 s, DTLZ2 0.55 -> 0.69 s of CPU). Three
-objectives keep the small budget: there BoTorch's doubled the CPU of a
-VehicleSafety proposal at 40-45 trials (0.51 -> 1.08 s), past the 1 s target."""
+"""Continuous spaces with two objectives: 12 restarts from 512 raw samples, with
+64 quasi-MC samples instead of 128 to pay for them. `benchmarks/ablation.py`,
+20 seeds x 30 trials, hypervolume at 20 / 30 trials against 8 restarts from 256
+with 128 samples: BraninCurrin 0.880 / 0.949 -> 0.896 / 0.953 (better on 13
+seeds at 30, worse on 7), DTLZ2 0.488 / 0.661 -> 0.513 / 0.673 (12 / 8).
+BoTorch's own budget (20 from 1,024) did as well with 64 samples (0.893 /
+0.956 and 0.514 / 0.655) as with 128 (0.894 / 0.954 and 0.514 / 0.654), but a
+proposal at 40-49 trials cost 1.4-1.6x the small budget's in the grid's loop;
+12 from 512 with 64 samples costs 0.9-1.3x it. 64 samples alone did not help
+(0.894 / 0.952 and 0.473 / 0.636). Three objectives keep the small budget:
+there BoTorch's doubled the CPU of a VehicleSafety proposal at 40-45 trials
+(0.51 -> 1.08 s), past the 1 s target."""
 
 
 def mc_samples(objectives: int, continuous: bool = False) -> int:
