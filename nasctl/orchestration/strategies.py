@@ -43,10 +43,11 @@ seeds at 30, worse on 7), DTLZ2 0.488 / 0.661 -> 0.513 / 0.673 (12 / 8).
 BoTorch's own budget (20 from 1,024) did as well with 64 samples (0.893 /
 0.956 and 0.514 / 0.655) as with 128 (0.894 / 0.954 and 0.514 / 0.654), but a
 proposal at 40-49 trials cost 1.4-1.6x the small budget's in the grid's loop;
-12 from 512 with 64 samples costs 0.9-1.3x it. 64 samples alone did not help
-(0.894 / 0.952 and 0.473 / 0.636). Three objectives keep the small budget:
-there BoTorch's doubled the CPU of a VehicleSafety proposal at 40-45 trials
-(0.51 -> 1.08 s), past the 1 s target."""
+12 from 512 with 64 samples cost about the same as the small budget there
+(median 0.52 -> 0.53 s on BraninCurrin, 0.53 -> 0.56 s on DTLZ2). 64 samples
+alone did not help (0.894 / 0.952 and 0.473 / 0.636). Three objectives keep
+the small budget: there BoTorch's doubled the CPU of a VehicleSafety proposal
+at 40-45 trials (0.51 -> 1.09 s), past the 1 s target."""
 
 
 def mc_samples(objectives: int, continuous: bool = False) -> int:
