@@ -9,9 +9,9 @@ Acquisition budget. BoTorch's defaults (20 restarts from the best of 1,024
 raw samples) took 1.4 s of a 2.4 s proposal (BraninCurrin, 48 trials, loaded
 2-core machine); 8 restarts from 256 raw samples cost roughly a quarter of
 that, and the budget grows with the number of tunable parameters, where a
-small start set would miss basins. Continuous spaces with two objectives get
-a larger budget, paid for with half the quasi-MC samples
-(`CONTINUOUS_PAIR_BUDGET`). Spaces searched over discrete values only (the
+small start set would miss basins. Continuous spaces of up to 8 parameters
+with two objectives get a larger budget, paid for with half the quasi-MC
+samples (`CONTINUOUS_PAIR_BUDGET`). Spaces searched over discrete values only (the
 categorical method, and any space of integers and choices that BoTorch's
 local search takes) get `LOCAL_SEARCH_BUDGET`. The measurements behind each
 are in docs/benchmarks.md.
@@ -35,11 +35,13 @@ DEFAULT_MC_SAMPLES = 128
 
 CONTINUOUS_PAIR_BUDGET = {"num_restarts": 12, "raw_samples": 512}
 CONTINUOUS_PAIR_MC_SAMPLES = 64
-"""Continuous spaces with two objectives: 12 restarts from 512 raw samples, with
-64 quasi-MC samples instead of 128 to pay for them. `benchmarks/ablation.py`,
-20 seeds x 30 trials, hypervolume at 20 / 30 trials against 8 restarts from 256
-with 128 samples: BraninCurrin 0.880 / 0.949 -> 0.896 / 0.953 (better on 13
-seeds at 30, worse on 7), DTLZ2 0.488 / 0.661 -> 0.513 / 0.673 (12 / 8).
+"""Continuous spaces of up to 8 parameters with two objectives (measured on 2
+and 6; larger spaces keep the budget that grows with them): 12 restarts from
+512 raw samples, with 64 quasi-MC samples instead of 128 to pay for them.
+`benchmarks/ablation.py`, 20 seeds x 30 trials, hypervolume at 20 / 30 trials
+against 8 restarts from 256 with 128 samples: BraninCurrin 0.880 / 0.949 ->
+0.896 / 0.953 (better on 13 seeds at 30, worse on 7), DTLZ2 0.488 / 0.661 ->
+0.513 / 0.673 (12 / 8).
 BoTorch's own budget (20 from 1,024) did as well with 64 samples (0.893 /
 0.956 and 0.514 / 0.655) as with 128 (0.894 / 0.954 and 0.514 / 0.654), but a
 proposal at 40-49 trials cost 1.4-1.6x the small budget's in the grid's loop;
@@ -50,7 +52,7 @@ the small budget: there BoTorch's doubled the CPU of a VehicleSafety proposal
 at 40-45 trials (0.51 -> 1.09 s), past the 1 s target."""
 
 
-def mc_samples(objectives: int, continuous: bool = False) -> int:
+def mc_samples(objectives: int, small_continuous: bool = False) -> int:
     """Quasi-MC posterior samples for qLogNEHVI. With 3+ objectives each sample
     needs its own box decomposition of the baseline front (~60 ms each at 25
     trials on a loaded 2-core machine with BoTorch's own code: 7.6 s of a 15 s
@@ -59,10 +61,11 @@ def mc_samples(objectives: int, continuous: bool = False) -> int:
     x 3 sampler seeds) a 32-sample estimate picked a cell with 0.996 of the
     best hypervolume improvement under a 512-sample estimate, on average; 16
     samples picked 0.965 (once 0.51). See benchmarks/acq_samples.py.
-    Continuous two-objective spaces: `CONTINUOUS_PAIR_MC_SAMPLES`."""
+    Continuous two-objective spaces of up to 8 parameters (`small_continuous`,
+    the plain GP): `CONTINUOUS_PAIR_MC_SAMPLES`."""
     if objectives >= 3:
         return 32
-    if objectives == 2 and continuous:
+    if objectives == 2 and small_continuous:
         return CONTINUOUS_PAIR_MC_SAMPLES
     return DEFAULT_MC_SAMPLES
 
@@ -98,10 +101,12 @@ def discrete_local_search(spec: ExperimentSpec) -> bool:
     return True
 
 
-def acquisition_budget(dims: int, objectives: int = 1, continuous: bool = False) -> dict[str, int]:
+def acquisition_budget(dims: int, objectives: int = 1, small_continuous: bool = False) -> dict[str, int]:
     """Restarts and raw samples of the acquisition optimiser for `dims` tunable
-    parameters (gradient ascent; discrete local search has its own budget)."""
-    if continuous and objectives == 2:
+    parameters (gradient ascent; discrete local search has its own budget).
+    `small_continuous`: a continuous space of up to 8 parameters, searched with
+    the plain GP."""
+    if small_continuous and objectives == 2:
         return dict(CONTINUOUS_PAIR_BUDGET)
     if dims <= 8:
         return {"num_restarts": 8, "raw_samples": 256}
@@ -157,13 +162,13 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
             # one-hot): Ax then fits MixedSingleTaskGP and optimises over valid choices only
             inputs = Mixed_transforms if method == "categorical" else MBM_X_trans
             gspec.generator_kwargs["transforms"] = logscale.with_wide_log([*inputs, *Y_trans])
-            # the measured pair budget is for the single GP's gradient ascent; SAASBO's
-            # acquisition averages 8 GPs, each evaluation 8x dearer
-            plain_continuous = continuous and method == "botorch"
-            budget = acquisition_budget(dims, len(spec.objectives), plain_continuous)
+            # the pair budget was measured for the single GP's gradient ascent on up to 8
+            # parameters; SAASBO's acquisition averages 8 GPs, each evaluation 8x dearer
+            small_continuous = continuous and method == "botorch" and dims <= 8
+            budget = acquisition_budget(dims, len(spec.objectives), small_continuous)
             if method == "categorical" or local_search:
                 budget = dict(LOCAL_SEARCH_BUDGET)
-            samples = mc_samples(len(spec.objectives), plain_continuous)
+            samples = mc_samples(len(spec.objectives), small_continuous)
             if samples != DEFAULT_MC_SAMPLES:
                 # `botorch_acqf_options` reach BoTorch's input constructor (Ax's
                 # `acquisition_options` configure its wrapper and ignore sample

@@ -125,12 +125,15 @@ def test_two_objectives_in_a_continuous_space_use_half_the_samples(monkeypatch: 
 
 
 def test_two_objectives_elsewhere_keep_botorchs_default_samples() -> None:
-    """A space with an integer is not continuous; SAASBO is not the plain GP: 128 samples."""
+    """A space with an integer is not continuous; SAASBO is not the plain GP; 9
+    floats are more than the pair budget was measured for: 128 samples."""
     data = make_spec(2).model_dump(mode="json")
     data["search_space"]["n"] = {"type": "int", "low": 1, "high": 9}
     saas = make_spec(2).model_dump(mode="json")
     saas["optimizer"]["method"] = "saasbo"
-    for spec in (parse_spec(json.dumps(data)), parse_spec(json.dumps(saas))):
+    wide = make_spec(2).model_dump(mode="json")
+    wide["search_space"] = {f"x{i}": {"type": "float", "low": 0.0, "high": 1.0} for i in range(9)}
+    for spec in (parse_spec(json.dumps(data)), parse_spec(json.dumps(saas)), parse_spec(json.dumps(wide))):
         samplers = _samplers(AxOptimizer(spec))
         assert samplers and all(s is None for s in samplers)
 
