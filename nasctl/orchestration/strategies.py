@@ -11,9 +11,9 @@ raw samples) took 1.4 s of a 2.4 s proposal (BraninCurrin, 48 trials, loaded
 that, and the budget grows with the number of tunable parameters, where a
 small start set would miss basins. Continuous spaces of up to 8 parameters
 with two objectives get a larger budget, paid for with half the quasi-MC
-samples (`CONTINUOUS_PAIR_BUDGET`). Spaces searched over discrete values only (the
-categorical method, and any space of integers and choices that BoTorch's
-local search takes) get `LOCAL_SEARCH_BUDGET`. The measurements behind each
+samples (`CONTINUOUS_PAIR_BUDGET`). Spaces searched over discrete values
+only (the categorical method, and any space of integers and choices that
+BoTorch's local search takes) get `LOCAL_SEARCH_BUDGET`. The measurements behind each
 are in docs/benchmarks.md.
 """
 
@@ -52,7 +52,7 @@ the small budget: there BoTorch's doubled the CPU of a VehicleSafety proposal
 at 40-45 trials (0.51 -> 1.09 s), past the 1 s target."""
 
 
-def mc_samples(objectives: int, small_continuous: bool = False) -> int:
+def mc_samples(objectives: int, pair: bool = False) -> int:
     """Quasi-MC posterior samples for qLogNEHVI. With 3+ objectives each sample
     needs its own box decomposition of the baseline front (~60 ms each at 25
     trials on a loaded 2-core machine with BoTorch's own code: 7.6 s of a 15 s
@@ -61,12 +61,12 @@ def mc_samples(objectives: int, small_continuous: bool = False) -> int:
     x 3 sampler seeds) a 32-sample estimate picked a cell with 0.996 of the
     best hypervolume improvement under a 512-sample estimate, on average; 16
     samples picked 0.965 (once 0.51). See benchmarks/acq_samples.py.
-    Continuous two-objective spaces of up to 8 parameters (`small_continuous`,
-    the plain GP): `CONTINUOUS_PAIR_MC_SAMPLES`."""
+    `pair`: a continuous two-objective space of up to 8 parameters searched
+    with the plain GP, which gets `CONTINUOUS_PAIR_MC_SAMPLES`."""
+    if pair:
+        return CONTINUOUS_PAIR_MC_SAMPLES
     if objectives >= 3:
         return 32
-    if objectives == 2 and small_continuous:
-        return CONTINUOUS_PAIR_MC_SAMPLES
     return DEFAULT_MC_SAMPLES
 
 
@@ -101,12 +101,11 @@ def discrete_local_search(spec: ExperimentSpec) -> bool:
     return True
 
 
-def acquisition_budget(dims: int, objectives: int = 1, small_continuous: bool = False) -> dict[str, int]:
+def acquisition_budget(dims: int, pair: bool = False) -> dict[str, int]:
     """Restarts and raw samples of the acquisition optimiser for `dims` tunable
     parameters (gradient ascent; discrete local search has its own budget).
-    `small_continuous`: a continuous space of up to 8 parameters, searched with
-    the plain GP."""
-    if small_continuous and objectives == 2:
+    `pair`: as for `mc_samples`."""
+    if pair:
         return dict(CONTINUOUS_PAIR_BUDGET)
     if dims <= 8:
         return {"num_restarts": 8, "raw_samples": 256}
@@ -154,6 +153,9 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
     dims = len(spec.tunable)
     continuous = all(isinstance(p, FloatParameter) for p in spec.tunable.values())
     local_search = discrete_local_search(spec)
+    # the pair budget was measured for the single GP's gradient ascent on up to 8
+    # parameters; SAASBO's acquisition averages 8 GPs, each evaluation 8x dearer
+    pair = len(spec.objectives) == 2 and continuous and method == "botorch" and dims <= 8
     for node in gs._nodes:  # noqa: SLF001 - Ax offers no public hook for these options
         for gspec in node.generator_specs:
             if gspec.generator_enum.value != "BoTorch":
@@ -162,13 +164,10 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
             # one-hot): Ax then fits MixedSingleTaskGP and optimises over valid choices only
             inputs = Mixed_transforms if method == "categorical" else MBM_X_trans
             gspec.generator_kwargs["transforms"] = logscale.with_wide_log([*inputs, *Y_trans])
-            # the pair budget was measured for the single GP's gradient ascent on up to 8
-            # parameters; SAASBO's acquisition averages 8 GPs, each evaluation 8x dearer
-            small_continuous = continuous and method == "botorch" and dims <= 8
-            budget = acquisition_budget(dims, len(spec.objectives), small_continuous)
+            budget = acquisition_budget(dims, pair)
             if method == "categorical" or local_search:
                 budget = dict(LOCAL_SEARCH_BUDGET)
-            samples = mc_samples(len(spec.objectives), small_continuous)
+            samples = mc_samples(len(spec.objectives), pair)
             if samples != DEFAULT_MC_SAMPLES:
                 # `botorch_acqf_options` reach BoTorch's input constructor (Ax's
                 # `acquisition_options` configure its wrapper and ignore sample

@@ -96,6 +96,6 @@ def test_ablation_runs_each_variant_in_its_own_process(tmp_path: Path) -> None:
 
     both = parse_variant("budget-2-16+mc-64")
     assert [(m, a) for m, a, _ in both] == [("strategies", "acquisition_budget"), ("strategies", "mc_samples")]
-    assert both[0][2](2, 2, True) == {"num_restarts": 2, "raw_samples": 16} and both[1][2](2, True) == 64
+    assert both[0][2](2, True) == {"num_restarts": 2, "raw_samples": 16} and both[1][2](2, True) == 64
     with pytest.raises(SystemExit, match="unknown variant 'mc-x'"):
         parse_variant("budget-2-16+mc-x")
