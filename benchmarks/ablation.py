@@ -18,6 +18,7 @@ with the grid. Variants:
 - budget-R-S: R restarts from S raw samples;
 - mc-N: N quasi-MC samples for the hypervolume improvement;
 - no-repeat-guard: model proposals that repeat a trial are kept;
+- cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
 - a+b: the changes of a and of b (budget-20-1024+mc-64).
 
 Results go to --out/<problem>/<variant>/seedNN.json (finished runs are skipped);
@@ -61,6 +62,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "no-log-scale": [("logscale", "SPAN", math.inf)],
         "botorch-budget": [("strategies", "acquisition_budget", lambda *_: {"num_restarts": 20, "raw_samples": 1024})],
         "no-repeat-guard": [("novelty", "REPEAT_RADIUS", 0.0)],
+        "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],
     }
     if name in fixed:
         return fixed[name]

@@ -10,8 +10,8 @@ raw samples) took 1.4 s of a 2.4 s proposal (BraninCurrin, 48 trials, loaded
 2-core machine); 8 restarts from 256 raw samples cost roughly a quarter of
 that, and the budget grows with the number of tunable parameters, where a
 small start set would miss basins. Continuous spaces of up to 8 parameters
-with two objectives get a larger budget, paid for with half the quasi-MC
-samples (`CONTINUOUS_PAIR_BUDGET`). Spaces searched over discrete values
+with two or three objectives get a larger budget (`CONTINUOUS_BUDGET`); with
+two it is paid for with half the quasi-MC samples. Spaces searched over discrete values
 only (the categorical method, and any space of integers and choices that
 BoTorch's local search takes) get `LOCAL_SEARCH_BUDGET`. The measurements behind each
 are in docs/benchmarks.md.
@@ -33,11 +33,13 @@ DEFAULT_MC_SAMPLES = 128
 """BoTorch's quasi-MC sample count for its acquisition functions."""
 
 
-CONTINUOUS_PAIR_BUDGET = {"num_restarts": 12, "raw_samples": 512}
+CONTINUOUS_BUDGET = {"num_restarts": 12, "raw_samples": 512}
 CONTINUOUS_PAIR_MC_SAMPLES = 64
-"""Continuous spaces of up to 8 parameters with two objectives (measured on 2
-and 6; larger spaces keep the budget that grows with them): 12 restarts from
-512 raw samples, with 64 quasi-MC samples instead of 128 to pay for them.
+"""Continuous spaces of up to 8 parameters with two or three objectives
+(measured on 2, 5 and 6 parameters; larger spaces keep the budget that grows
+with them, and 4+ objectives, whose every acquisition value costs more, the
+small one): 12 restarts from 512 raw samples. With two objectives, 64
+quasi-MC samples instead of 128 pay for them.
 `benchmarks/ablation.py`, 20 seeds x 30 trials, hypervolume at 20 / 30 trials
 against 8 restarts from 256 with 128 samples: BraninCurrin 0.880 / 0.949 ->
 0.896 / 0.953 (better on 13 seeds at 30, worse on 7), DTLZ2 0.488 / 0.661 ->
@@ -47,12 +49,15 @@ BoTorch's own budget (20 from 1,024) did as well with 64 samples (0.893 /
 proposal at 40-49 trials cost 1.4-1.6x the small budget's in the grid's loop;
 12 from 512 with 64 samples cost about the same as the small budget there
 (median 0.52 -> 0.53 s on BraninCurrin, 0.53 -> 0.56 s on DTLZ2). 64 samples
-alone did not help (0.894 / 0.952 and 0.473 / 0.636). Three objectives keep
-the small budget: there BoTorch's doubled the CPU of a VehicleSafety proposal
-at 40-45 trials (0.51 -> 1.09 s), past the 1 s target."""
+alone did not help (0.894 / 0.952 and 0.473 / 0.636). With three objectives
+(32 samples, `mc_samples`) BoTorch's budget doubled the CPU of a VehicleSafety
+proposal at 40-45 trials (0.51 -> 1.09 s), past the 1 s target; 12 from 512
+cost 1.26x (0.48 -> 0.61 s) and, over 40 seeds x 30 trials, gave 0.944 /
+0.976 -> 0.942 / 0.978 (better on 31 seeds at 30, worse on 9; BoTorch's
+0.945 / 0.979, also 31 / 9)."""
 
 
-def mc_samples(objectives: int, pair: bool = False) -> int:
+def mc_samples(objectives: int, larger_budget: bool = False) -> int:
     """Quasi-MC posterior samples for qLogNEHVI. With 3+ objectives each sample
     needs its own box decomposition of the baseline front (~60 ms each at 25
     trials on a loaded 2-core machine with BoTorch's own code: 7.6 s of a 15 s
@@ -61,9 +66,9 @@ def mc_samples(objectives: int, pair: bool = False) -> int:
     x 3 sampler seeds) a 32-sample estimate picked a cell with 0.996 of the
     best hypervolume improvement under a 512-sample estimate, on average; 16
     samples picked 0.965 (once 0.51). See benchmarks/acq_samples.py.
-    `pair`: a continuous two-objective space of up to 8 parameters searched
-    with the plain GP, which gets `CONTINUOUS_PAIR_MC_SAMPLES`."""
-    if pair:
+    `larger_budget`: the space gets `CONTINUOUS_BUDGET` (see `build_strategy`);
+    with two objectives it then gets `CONTINUOUS_PAIR_MC_SAMPLES`."""
+    if larger_budget and objectives == 2:
         return CONTINUOUS_PAIR_MC_SAMPLES
     if objectives >= 3:
         return 32
@@ -101,12 +106,13 @@ def discrete_local_search(spec: ExperimentSpec) -> bool:
     return True
 
 
-def acquisition_budget(dims: int, pair: bool = False) -> dict[str, int]:
+def acquisition_budget(dims: int, larger_budget: bool = False) -> dict[str, int]:
     """Restarts and raw samples of the acquisition optimiser for `dims` tunable
     parameters (gradient ascent; discrete local search has its own budget).
-    `pair`: as for `mc_samples`."""
-    if pair:
-        return dict(CONTINUOUS_PAIR_BUDGET)
+    `larger_budget`: a continuous space that gets `CONTINUOUS_BUDGET` (see
+    `build_strategy`)."""
+    if larger_budget:
+        return dict(CONTINUOUS_BUDGET)
     if dims <= 8:
         return {"num_restarts": 8, "raw_samples": 256}
     if dims <= 20:
@@ -153,9 +159,10 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
     dims = len(spec.tunable)
     continuous = all(isinstance(p, FloatParameter) for p in spec.tunable.values())
     local_search = discrete_local_search(spec)
-    # the pair budget was measured for the single GP's gradient ascent on up to 8
-    # parameters; SAASBO's acquisition averages 8 GPs, each evaluation 8x dearer
-    pair = len(spec.objectives) == 2 and continuous and method == "botorch" and dims <= 8
+    # the larger budget was measured for the single GP's gradient ascent on up to 8
+    # parameters and 2-3 objectives; SAASBO's acquisition averages 8 GPs, each
+    # evaluation 8x dearer
+    larger_budget = continuous and method == "botorch" and dims <= 8 and len(spec.objectives) in (2, 3)
     for node in gs._nodes:  # noqa: SLF001 - Ax offers no public hook for these options
         for gspec in node.generator_specs:
             if gspec.generator_enum.value != "BoTorch":
@@ -164,10 +171,10 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
             # one-hot): Ax then fits MixedSingleTaskGP and optimises over valid choices only
             inputs = Mixed_transforms if method == "categorical" else MBM_X_trans
             gspec.generator_kwargs["transforms"] = logscale.with_wide_log([*inputs, *Y_trans])
-            budget = acquisition_budget(dims, pair)
+            budget = acquisition_budget(dims, larger_budget)
             if method == "categorical" or local_search:
                 budget = dict(LOCAL_SEARCH_BUDGET)
-            samples = mc_samples(len(spec.objectives), pair)
+            samples = mc_samples(len(spec.objectives), larger_budget)
             if samples != DEFAULT_MC_SAMPLES:
                 # `botorch_acqf_options` reach BoTorch's input constructor (Ax's
                 # `acquisition_options` configure its wrapper and ignore sample

@@ -105,7 +105,7 @@ def test_three_objectives_use_fewer_samples_and_propose_while_nothing_is_feasibl
 
 def test_two_objectives_in_a_continuous_space_use_half_the_samples(monkeypatch: pytest.MonkeyPatch) -> None:
     """qLogNEHVI of a continuous 2-objective space is built with a 64-sample sampler,
-    the price of its larger acquisition budget (`CONTINUOUS_PAIR_BUDGET`)."""
+    the price of its larger acquisition budget (`CONTINUOUS_BUDGET`)."""
     from ax.generators.torch.botorch_modular import acquisition
 
     built: list[Any] = []
@@ -159,11 +159,12 @@ def test_continuous_spaces_keep_the_first_acquisition_optimisation(monkeypatch: 
     seen = _optimiser_calls(monkeypatch, "optimize_acqf")
     propose(AxOptimizer(make_spec(2, max_trials=8)), 7, 2)
     assert seen and all(k["retry_on_optimization_warning"] is False for k in seen)
-    # two objectives: the larger budget (`CONTINUOUS_PAIR_BUDGET`)
+    # two and three objectives: the larger budget (`CONTINUOUS_BUDGET`); four: the small one
     assert all(k["num_restarts"] == 12 and k["raw_samples"] == 512 for k in seen)
-    seen.clear()
-    propose(AxOptimizer(make_spec(3, max_trials=8)), 7, 3)
-    assert seen and all(k["num_restarts"] == 8 and k["raw_samples"] == 256 for k in seen)
+    for objectives, budget in ((3, (12, 512)), (4, (8, 256))):
+        seen.clear()
+        propose(AxOptimizer(make_spec(objectives, max_trials=8)), 7, objectives)
+        assert seen and all((k["num_restarts"], k["raw_samples"]) == budget for k in seen), objectives
 
 
 def test_mixed_spaces_do_not_get_the_continuous_only_option() -> None:
