@@ -70,7 +70,7 @@ def test_ablation_runs_each_variant_in_its_own_process(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     cmd = [sys.executable, str(root / "benchmarks" / "ablation.py"), "--problem", "branin_currin",
            "--variants", "default,budget-2-16,no-repeat-guard", "--seeds", "0", "--budget", "7",
-           "--out", str(tmp_path)]
+           "--out", str(tmp_path), "--jobs", "2"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=root)
     assert r.returncode == 0, r.stderr[-2000:]
     runs = {v: json.loads((tmp_path / "branin_currin" / v / "seed00.json").read_text())
@@ -87,6 +87,10 @@ def test_ablation_runs_each_variant_in_its_own_process(tmp_path: Path) -> None:
     table = r.stdout.splitlines()
     assert table[0].startswith("| variant | seeds | HV@7 | better / worse than default at 7 |") and len(table) == 5
     assert table[3].startswith("| budget-2-16 | 1 |")
+    # the per-seed difference from the first variant at the last checkpoint (one seed: no standard error)
+    change = runs["budget-2-16"]["hv"][6] - runs["default"]["hv"][6]
+    assert table[3].split(" | ")[4] == f"{change:+.4f}"
+    assert table[2].split(" | ")[3:5] == ["", ""]  # the baseline against itself
 
     bad = subprocess.run([*cmd[:4], "--variants", "budget-x"], capture_output=True, text=True, cwd=root)
     assert bad.returncode != 0 and "unknown variant 'budget-x'" in bad.stderr
@@ -99,3 +103,27 @@ def test_ablation_runs_each_variant_in_its_own_process(tmp_path: Path) -> None:
     assert both[0][2](2, True) == {"num_restarts": 2, "raw_samples": 16} and both[1][2](2, True) == 64
     with pytest.raises(SystemExit, match="unknown variant 'mc-x'"):
         parse_variant("budget-2-16+mc-x")
+
+
+def test_ablation_report_gives_the_paired_difference_and_its_standard_error(tmp_path: Path) -> None:
+    """The report pairs each variant's seeds with the baseline's: counts, mean difference, standard error."""
+    import json
+    import math
+    import statistics
+
+    from benchmarks.ablation import report
+
+    base = {0: 0.50, 1: 0.60, 2: 0.70}
+    other = {0: 0.55, 1: 0.58, 2: 0.80}  # differences +0.05, -0.02, +0.10
+    for variant, hv in (("default", base), ("mc-64", other)):
+        for seed, last in hv.items():
+            path = tmp_path / "dtlz2" / variant / f"seed{seed:02d}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"hv": [0.1] * 9 + [last], "gen_cpu_seconds": [0.2] * 10}))
+    lines = report(tmp_path, "dtlz2", ["default", "mc-64"], [0, 1, 2]).splitlines()
+    assert lines[0].startswith("| variant | seeds | HV@10 | better / worse than default at 10 | difference at 10")
+    cells = lines[3].split(" | ")
+    diffs = [0.05, -0.02, 0.10]
+    se = statistics.stdev(diffs) / math.sqrt(3)
+    assert cells[1:3] == ["3", f"{statistics.mean(other.values()):.3f}"]
+    assert cells[3] == "2 / 1" and cells[4] == f"+{statistics.mean(diffs):.4f} ({se:.4f})"
