@@ -19,6 +19,8 @@ with the grid. Variants:
 - mc-N: N quasi-MC samples for the hypervolume improvement;
 - no-repeat-guard: model proposals that repeat a trial are kept;
 - cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
+- one-hot: `auto` never picks the categorical method (unordered choices are
+  one-hot encoded for the plain GP);
 - a+b: the changes of a and of b (budget-20-1024+mc-64).
 
 Results go to --out/<problem>/<variant>/seedNN.json (finished runs are skipped);
@@ -69,6 +71,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "botorch-budget": [("strategies", "acquisition_budget", lambda *_: {"num_restarts": 20, "raw_samples": 1024})],
         "no-repeat-guard": [("novelty", "REPEAT_RADIUS", 0.0)],
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],
+        "one-hot": [("methods", "categorical_parameters", lambda *_: [])],
     }
     if name in fixed:
         return fixed[name]
