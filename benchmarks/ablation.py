@@ -116,12 +116,17 @@ def run_one(problem_name: str, variant: str, seed: int, budget: int) -> dict[str
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
+def run_path(out: Path, problem: str, variant: str, seed: int) -> Path:
+    """Where the run of `variant` with `seed` on `problem` is stored."""
+    return out / problem / variant / f"seed{seed:02d}.json"
+
+
 def report(out: Path, problem: str, variants: list[str], seeds: list[int]) -> str:
     runs: dict[str, dict[int, dict[str, Any]]] = {}
     for v in variants:
         runs[v] = {}
         for s in seeds:
-            path = out / problem / v / f"seed{s:02d}.json"
+            path = run_path(out, problem, v, s)
             if path.exists():
                 runs[v][s] = json.loads(path.read_text())
     base = variants[0]
@@ -140,11 +145,10 @@ def report(out: Path, problem: str, variants: list[str], seeds: list[int]) -> st
             continue
         means = [statistics.mean(r["hv"][c - 1] for r in done.values()) for c in checkpoints]
         cpu = [x for r in done.values() for x in r["gen_cpu_seconds"][19:29]]
-        paired = [s for s in done if s in runs[base]]
-        better = sum(done[s]["hv"][k] > runs[base][s]["hv"][k] + 1e-12 for s in paired)
-        worse = sum(done[s]["hv"][k] < runs[base][s]["hv"][k] - 1e-12 for s in paired)
+        diffs = [done[s]["hv"][k] - runs[base][s]["hv"][k] for s in done if s in runs[base]]
+        better = sum(d > 1e-12 for d in diffs)
+        worse = sum(d < -1e-12 for d in diffs)
         versus = "" if v == base else f"{better} / {worse}"
-        diffs = [done[s]["hv"][k] - runs[base][s]["hv"][k] for s in paired]
         change = ""
         if v != base and diffs:
             change = f"{statistics.mean(diffs):+.4f}"
@@ -168,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.one:
         variant, seed = args.one[0], int(args.one[1])
-        path = args.out / args.problem / variant / f"seed{seed:02d}.json"
+        path = run_path(args.out, args.problem, variant, seed)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(run_one(args.problem, variant, seed, args.budget)))
         return 0
@@ -180,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = parse_seeds(args.seeds)
     # seed by seed, so that an interrupted run leaves paired results behind
     pending = [(v, s) for s in seeds for v in variants
-               if not (args.out / args.problem / v / f"seed{s:02d}.json").exists()]
+               if not run_path(args.out, args.problem, v, s).exists()]
 
     stop = threading.Event()  # after a failure, start nothing new
 

@@ -113,17 +113,35 @@ def test_ablation_report_gives_the_paired_difference_and_its_standard_error(tmp_
 
     from benchmarks.ablation import report
 
-    base = {0: 0.50, 1: 0.60, 2: 0.70}
-    other = {0: 0.55, 1: 0.58, 2: 0.80}  # differences +0.05, -0.02, +0.10
+    base = {0: 0.50, 1: 0.60, 2: 0.70, 3: 0.90}
+    other = {0: 0.55, 1: 0.58, 2: 0.80, 3: 0.90}  # differences +0.05, -0.02, +0.10 and a tie
     for variant, hv in (("default", base), ("mc-64", other)):
         for seed, last in hv.items():
             path = tmp_path / "dtlz2" / variant / f"seed{seed:02d}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({"hv": [0.1] * 9 + [last], "gen_cpu_seconds": [0.2] * 10}))
-    lines = report(tmp_path, "dtlz2", ["default", "mc-64"], [0, 1, 2]).splitlines()
+    lines = report(tmp_path, "dtlz2", ["default", "mc-64"], [0, 1, 2, 3]).splitlines()
     assert lines[0].startswith("| variant | seeds | HV@10 | better / worse than default at 10 | difference at 10")
     cells = lines[3].split(" | ")
-    diffs = [0.05, -0.02, 0.10]
-    se = statistics.stdev(diffs) / math.sqrt(3)
-    assert cells[1:3] == ["3", f"{statistics.mean(other.values()):.3f}"]
+    diffs = [0.05, -0.02, 0.10, 0.0]
+    se = statistics.stdev(diffs) / math.sqrt(4)
+    assert cells[1:3] == ["4", f"{statistics.mean(other.values()):.3f}"]
+    # the tie counts as neither better nor worse, and does count in the mean
     assert cells[3] == "2 / 1" and cells[4] == f"+{statistics.mean(diffs):.4f} ({se:.4f})"
+
+
+def test_ablation_starts_no_new_run_after_a_failure(tmp_path: Path) -> None:
+    """A failed run ends the command with status 1; runs not yet started are not started."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "branin_currin").mkdir()
+    (tmp_path / "branin_currin" / "default").write_text("")  # a file where the run's folder goes
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "ablation.py"), "--problem", "branin_currin",
+                        "--variants", "default,no-repeat-guard", "--seeds", "0-1", "--budget", "6",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=root)
+    assert r.returncode == 1 and r.stdout == ""
+    assert "branin_currin default seed 0: failed" in r.stderr
+    assert ": done" not in r.stderr and ": failed" not in r.stderr.replace("default seed 0: failed", "")
+    assert not (tmp_path / "branin_currin" / "no-repeat-guard").exists()
