@@ -52,7 +52,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.problems import PROBLEMS, get_problem, hv_trace  # noqa: E402
-from benchmarks.sample_efficiency import nasctl_spec, parse_seeds  # noqa: E402
+from benchmarks import args as argtypes  # noqa: E402
+from benchmarks.sample_efficiency import nasctl_spec  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "ablation"
 CHECKPOINTS = (10, 20, 30)
@@ -61,7 +62,7 @@ CHECKPOINTS = (10, 20, 30)
 def parse_variant(name: str) -> list[tuple[str, str, Any]]:
     """The settings variant `name` changes: (module of nasctl.orchestration, attribute,
     new value). Nothing is imported here, so names are checked before any run starts.
-    `a+b` makes the changes of both. Raises SystemExit for an unknown name."""
+    `a+b` makes the changes of both. Raises ValueError for an unknown name."""
     if "+" in name:
         return [change for part in name.split("+") for change in parse_variant(part)]
     fixed: dict[str, list[tuple[str, str, Any]]] = {
@@ -81,7 +82,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         return [("strategies", "acquisition_budget", lambda *_: budget)]
     if parts[0] == "mc" and len(parts) == 2 and parts[1].isdigit():
         return [("strategies", "mc_samples", lambda *_: int(parts[1]))]
-    raise SystemExit(f"unknown variant {name!r} (known: {', '.join(fixed)}, budget-R-S, mc-N, a+b)")
+    raise ValueError(f"unknown variant {name!r} (known: {', '.join(fixed)}, budget-R-S, mc-N, a+b)")
 
 
 def apply_variant(name: str) -> None:
@@ -164,10 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problem", required=True, choices=list(PROBLEMS))
     ap.add_argument("--variants", default="default", help="comma-separated; the first is the baseline")
-    ap.add_argument("--seeds", default="0-9", help="e.g. 0-29 or 0,3,5")
-    ap.add_argument("--budget", type=int, default=30)
+    ap.add_argument("--seeds", type=argtypes.seeds, default=argtypes.seeds("0-9"), help="e.g. 0-29 or 0,3,5")
+    ap.add_argument("--budget", type=argtypes.positive_int, default=30)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1)")
+    ap.add_argument("--jobs", type=argtypes.positive_int, default=1, help="runs at a time (default 1)")
     ap.add_argument("--one", nargs=2, metavar=("VARIANT", "SEED"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
@@ -178,10 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     variants = args.variants.split(",")
     for v in variants:
-        parse_variant(v)  # fail fast on a name it does not know
-    if args.jobs < 1:
-        ap.error(f"--jobs must be at least 1, got {args.jobs}")
-    seeds = parse_seeds(args.seeds)
+        try:
+            parse_variant(v)  # fail fast on a name it does not know
+        except ValueError as e:
+            ap.error(f"--variants: {e}")
+    seeds = args.seeds
     # seed by seed, so that an interrupted run leaves paired results behind
     pending = [(v, s) for s in seeds for v in variants
                if not run_path(args.out, args.problem, v, s).exists()]

@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.problems import get_problem  # noqa: E402
+from benchmarks import args as argtypes  # noqa: E402
+from benchmarks.problems import PROBLEMS, get_problem  # noqa: E402
 from benchmarks.sample_efficiency import DEFAULT_OUT, nasctl_spec  # noqa: E402
 
 
@@ -88,13 +89,13 @@ def score(acqf: Any, samples: int, seed: int, X: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--problem", required=True)
-    ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--trials", default="20,44", help="replay states: trials observed")
-    ap.add_argument("--samples", default="8,16,32")
-    ap.add_argument("--pool", type=int, default=1000)
-    ap.add_argument("--reference", type=int, default=512)
-    ap.add_argument("--sampler-seeds", type=int, default=3)
+    ap.add_argument("--problem", required=True, choices=list(PROBLEMS))
+    ap.add_argument("--seeds", type=argtypes.seeds, default=argtypes.seeds("0,1,2"))
+    ap.add_argument("--trials", type=argtypes.positive_ints, default=[20, 44], help="replay states: trials observed")
+    ap.add_argument("--samples", type=argtypes.positive_ints, default=[8, 16, 32])
+    ap.add_argument("--pool", type=argtypes.positive_int, default=1000)
+    ap.add_argument("--reference", type=argtypes.positive_int, default=512)
+    ap.add_argument("--sampler-seeds", type=argtypes.positive_int, default=3)
     ap.add_argument("--results", type=Path, default=DEFAULT_OUT)
     a = ap.parse_args(argv)
 
@@ -104,12 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
 
-    counts = [int(c) for c in a.samples.split(",")]
+    counts = a.samples
     ratios: dict[int, list[float]] = {c: [] for c in counts}
     cpu: dict[int, list[float]] = {c: [] for c in counts}
     states = 0
-    for seed in (int(s) for s in a.seeds.split(",")):
-        for trials in (int(k) for k in a.trials.split(",")):
+    for seed in a.seeds:
+        for trials in a.trials:
             acquisition = acquisition_at(a.problem, seed, trials, a.results)
             acqf = acquisition.acqf
             if not isinstance(acqf, qLogNoisyExpectedHypervolumeImprovement):
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"seed {seed}, {trials} trials: "
                   + ", ".join(f"{c}: {statistics.mean(ratios[c][-a.sampler_seeds:]):.3f}" for c in counts),
                   file=sys.stderr, flush=True)
-    print(f"**{a.problem}**: {states} states (seeds {a.seeds} x trials {a.trials}) x {a.sampler_seeds} sampler seeds, "
+    print(f"**{a.problem}**: {states} states (seeds {','.join(map(str, a.seeds))} x trials {','.join(map(str, a.trials))}) x {a.sampler_seeds} sampler seeds, "
           f"pool of {a.pool}, reference {a.reference} samples\n")
     print("| samples | HVI of pick / best, mean | min | pool scoring CPU (s), median |")
     print("|---:|---:|---:|---:|")

@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRAINER = ROOT / "benchmarks" / "trial_clock.py"
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import args as argtypes  # noqa: E402
 from nasctl.metrics import MetricSummary  # noqa: E402
 from nasctl.metrics.tensorboard import read_scalars  # noqa: E402
 from nasctl.pareto import compute_front  # noqa: E402
@@ -218,11 +219,12 @@ def table(runs: list[dict[str, Any]], par: int) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--spec", default=str(ROOT / "examples" / "digits_mlp.yaml"))
-    p.add_argument("--repeat", type=int, default=1, help="pairs of runs per seed; the order alternates")
-    p.add_argument("--seeds", default=None,
+    p.add_argument("--repeat", type=argtypes.positive_int, default=1,
+                   help="pairs of runs per seed; the order alternates")
+    p.add_argument("--seeds", type=argtypes.seeds, default=None,
                    help="comma-separated optimizer seeds, one pair (or --repeat pairs) each; default: the spec's")
     p.add_argument("--first", choices=["nasctl", "reference"], default="nasctl")
-    p.add_argument("--max-trials", type=int, default=None)
+    p.add_argument("--max-trials", type=argtypes.positive_int, default=None)
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e2e.json"))
     p.add_argument("--keep", action="store_true", help="keep the trial directories")
     p.add_argument("--cold", action="store_true",
@@ -230,9 +232,11 @@ def main() -> None:
     p.add_argument("--only", choices=["nasctl", "reference"], default=None,
                    help="run one side only (no comparison; for tracing a side's time)")
     args = p.parse_args()
+    if not Path(args.spec).is_file():
+        p.error(f"--spec: no file {args.spec}; give the path of an experiment spec (default: examples/digits_mlp.yaml)")
     ensure_extension()
     tmp = Path(tempfile.mkdtemp(prefix="nasctl-e2e-"))
-    seeds: list[int | None] = [int(x) for x in args.seeds.split(",")] if args.seeds else [None]
+    seeds: list[int | None] = list(args.seeds) if args.seeds else [None]
     specs = {seed: bench_spec(args.spec, args.max_trials, tmp / f"spec{'' if seed is None else seed}.yaml",
                               cold=args.cold, seed=seed) for seed in seeds}
     par = load_spec(specs[seeds[0]]).budget.parallelism

@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PG_ADMIN = os.environ.get("NASCTL_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
+from benchmarks import args as argtypes  # noqa: E402
 from nasctl.metrics.tensorboard import TensorBoardReader, read_scalars  # noqa: E402
 from nasctl.spec import parse_spec, spec_to_dict  # noqa: E402
 from nasctl.store import Store  # noqa: E402
@@ -244,16 +245,19 @@ def part_web() -> tuple[str, dict[str, Any]]:
     return proc.stdout.strip(), {"stdout": proc.stdout, "load_before": before, "load_after": load()}
 
 
+PARTS = ("loop", "store", "tensorboard", "web")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", default="loop,store,tensorboard,web")
-    p.add_argument("--trials", type=int, default=1000, help="loop: no-op trials")
-    p.add_argument("--in-flight", type=int, default=100, help="loop: trials in flight")
-    p.add_argument("--store-trials", type=int, default=300)
-    p.add_argument("--polls", type=int, default=200)
+    p.add_argument("--only", type=argtypes.names(PARTS), default=list(PARTS), help="comma-separated parts")
+    p.add_argument("--trials", type=argtypes.positive_int, default=1000, help="loop: no-op trials")
+    p.add_argument("--in-flight", type=argtypes.positive_int, default=100, help="loop: trials in flight")
+    p.add_argument("--store-trials", type=argtypes.positive_int, default=300)
+    p.add_argument("--polls", type=argtypes.positive_int, default=200)
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "orchestration.json"))
     args = p.parse_args()
-    parts = args.only.split(",")
+    parts = args.only
     out: dict[str, Any] = {"meta": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                     "cpus": os.cpu_count(), "python": sys.version.split()[0]}}
     with tempfile.TemporaryDirectory(prefix="nasctl-orch-") as tmpdir:
@@ -270,8 +274,8 @@ def main() -> None:
                 text, raw = part_tensorboard(tmp, args.polls)
             elif part == "web":
                 text, raw = part_web()
-            else:
-                raise SystemExit(f"--only: unknown part {part!r}; use loop, store, tensorboard, web")
+            else:  # not reached: --only admits PARTS only
+                raise AssertionError(part)
             print(f"### {part}\n\n{text}\n", flush=True)
             out[part] = raw
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

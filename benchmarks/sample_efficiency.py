@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks import args  # noqa: E402
 from benchmarks.problems import PROBLEMS, Problem, get_problem, hv_trace  # noqa: E402
 
 METHODS = ["random", "tpe", "nsga2", "gp", "nasctl", "ax"]
@@ -237,10 +238,11 @@ CHEAP = ("random", "tpe", "nsga2", "gp")
 
 
 def run_grid(problems: list[str], methods: list[str], seeds: list[int], budget: int, out: Path, jobs: int,
-             extend: bool = False) -> None:
+             extend: bool = False) -> int:
     """Every missing run, cheap methods first, `jobs` processes at a time. Runs of the
     Optuna methods share one process per (problem, method) to save start-up time;
-    nasctl and Ax runs get a fresh process each."""
+    nasctl and Ax runs get a fresh process each. A failed run is reported and the
+    others go on; returns how many processes failed."""
     todo: list[tuple[str, str, list[int]]] = []
     for m in methods:
         for p in problems:
@@ -251,6 +253,7 @@ def run_grid(problems: list[str], methods: list[str], seeds: list[int], budget: 
                 todo += [(p, m, [s]) for s in missing]
     todo.sort(key=lambda k: (methods.index(k[1]), k[2][0]))
     running: list[tuple[subprocess.Popen[bytes], tuple[str, str, list[int]]]] = []
+    failed = 0
     while todo or running:
         while todo and len(running) < jobs:
             p, m, ss = todo.pop(0)
@@ -262,8 +265,10 @@ def run_grid(problems: list[str], methods: list[str], seeds: list[int], budget: 
                 running.remove((proc, key))
                 err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
                 state = "ok" if proc.returncode == 0 else f"FAILED rc={proc.returncode}: {err.strip()[-400:]}"
+                failed += proc.returncode != 0
                 print(f"{key[0]} {key[1]} seeds {key[2]}: {state}", file=sys.stderr, flush=True)
         time.sleep(0.2)
+    return failed
 
 
 def load_results(out: Path) -> list[dict[str, Any]]:
@@ -375,20 +380,14 @@ def plot(out: Path, problems: list[str], methods: list[str]) -> list[Path]:
     return paths
 
 
-def parse_seeds(text: str) -> list[int]:
-    if "-" in text:
-        a, b = text.split("-")
-        return list(range(int(a), int(b) + 1))
-    return [int(s) for s in text.split(",")]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--problems", default=",".join(PROBLEMS))
-    ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--seeds", default="0-9", help="e.g. 0-9 or 0,3,5")
-    ap.add_argument("--budget", type=int, default=50)
-    ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (processes)")
+    ap.add_argument("--problems", type=args.names(list(PROBLEMS)), default=list(PROBLEMS),
+                    help="comma-separated (default: all)")
+    ap.add_argument("--methods", type=args.names(METHODS), default=list(METHODS), help="comma-separated (default: all)")
+    ap.add_argument("--seeds", type=args.seeds, default=args.seeds("0-9"), help="e.g. 0-9 or 0,3,5")
+    ap.add_argument("--budget", type=args.positive_int, default=50, help="trials per run")
+    ap.add_argument("--jobs", type=args.positive_int, default=2, help="runs in parallel (processes)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--extend", action="store_true",
                     help="continue stored shorter stock-Ax runs to --budget (their trials are attached to a "
@@ -397,22 +396,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one", nargs=3, metavar=("PROBLEM", "METHOD", "SEED"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one:
-        for seed in parse_seeds(a.one[2]):
+        for seed in args.seeds(a.one[2]):
             run_one(a.one[0], a.one[1], seed, a.budget, a.out, a.extend)
         return 0
-    problems, methods = a.problems.split(","), a.methods.split(",")
-    for p in problems:
-        get_problem(p)
-    unknown = set(methods) - set(METHODS)
-    if unknown:
-        ap.error(f"unknown methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
+    problems, methods = a.problems, a.methods
+    failed = 0
     if not a.report:
         if a.extend and set(methods) != {"ax"}:
             ap.error("--extend continues stock-Ax runs only: pass --methods ax")
-        run_grid(problems, methods, parse_seeds(a.seeds), a.budget, a.out, a.jobs, a.extend)
+        failed = run_grid(problems, methods, a.seeds, a.budget, a.out, a.jobs, a.extend)
     print(report(a.out, problems, methods))
     for p in plot(a.out, problems, methods):
         print(f"plot: {p}", file=sys.stderr)
+    if failed:
+        print(f"{failed} run process(es) failed (above); the table holds the runs that finished", file=sys.stderr)
+        return 1
     return 0
 
 

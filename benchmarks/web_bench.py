@@ -15,17 +15,23 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
 
-from nasctl.pareto import compute_front, hypervolume, pareto_mask, pareto_mask_3d
-from nasctl.spec import parse_spec, spec_to_dict
-from nasctl.store import Store, queries
-from nasctl.types import TrialStatus
-from nasctl.web import create_app
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import args as argtypes  # noqa: E402
+from nasctl.pareto import compute_front, hypervolume, pareto_mask, pareto_mask_3d  # noqa: E402
+from nasctl.spec import parse_spec, spec_to_dict  # noqa: E402
+from nasctl.store import Store, queries  # noqa: E402
+from nasctl.types import TrialStatus  # noqa: E402
+from nasctl.web import create_app  # noqa: E402
 
 SPEC = """
 name: big
@@ -82,9 +88,9 @@ def timed(client: TestClient, path: str, repeat: int) -> tuple[float, int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--trials", type=int, default=100_000)
+    ap.add_argument("--trials", type=argtypes.positive_int, default=100_000)
     ap.add_argument("--db", default=None)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=argtypes.positive_int, default=5)
     args = ap.parse_args()
     db = args.db or f"sqlite:///{Path('web_bench.db').resolve()}"
     store = Store(db, create=True)

@@ -93,7 +93,7 @@ def test_ablation_runs_each_variant_in_its_own_process(tmp_path: Path) -> None:
     assert table[2].split(" | ")[3:5] == ["", ""]  # the baseline against itself
 
     bad = subprocess.run([*cmd[:4], "--variants", "budget-x"], capture_output=True, text=True, cwd=root)
-    assert bad.returncode != 0 and "unknown variant 'budget-x'" in bad.stderr
+    assert bad.returncode == 2 and "--variants: unknown variant 'budget-x'" in bad.stderr.splitlines()[-1]
 
     # `a+b` makes both changes; an unknown part is refused
     from benchmarks.ablation import parse_variant
@@ -101,7 +101,7 @@ def test_ablation_runs_each_variant_in_its_own_process(tmp_path: Path) -> None:
     both = parse_variant("budget-2-16+mc-64")
     assert [(m, a) for m, a, _ in both] == [("strategies", "acquisition_budget"), ("strategies", "mc_samples")]
     assert both[0][2](2, True) == {"num_restarts": 2, "raw_samples": 16} and both[1][2](2, True) == 64
-    with pytest.raises(SystemExit, match="unknown variant 'mc-x'"):
+    with pytest.raises(ValueError, match="unknown variant 'mc-x'"):
         parse_variant("budget-2-16+mc-x")
 
 
@@ -145,3 +145,24 @@ def test_ablation_starts_no_new_run_after_a_failure(tmp_path: Path) -> None:
     assert "branin_currin default seed 0: failed" in r.stderr
     assert ": done" not in r.stderr and ": failed" not in r.stderr.replace("default seed 0: failed", "")
     assert not (tmp_path / "branin_currin" / "no-repeat-guard").exists()
+
+
+def test_grid_ends_with_status_1_when_a_run_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A failed run is reported and the grid's exit status says so; the runs that finished are kept."""
+    import json
+
+    from benchmarks.sample_efficiency import main
+
+    (tmp_path / "branin_currin").mkdir()
+    (tmp_path / "branin_currin" / "tpe").write_text("")  # a file where tpe's runs go: they fail
+    argv = ["--problems", "branin_currin", "--methods", "random,tpe", "--seeds", "0-1", "--budget", "3",
+            "--jobs", "2", "--out", str(tmp_path)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "branin_currin tpe seeds [0, 1]: FAILED rc=1" in err
+    assert "1 run process(es) failed (above)" in err.splitlines()[-1]
+    for seed in (0, 1):
+        assert len(json.loads((tmp_path / "branin_currin" / "random" / f"seed{seed:02d}.json").read_text())["hv"]) == 3
+    (tmp_path / "branin_currin" / "tpe").unlink()
+    assert main(argv) == 0  # the stored random runs are kept; tpe's run now
+    assert "random" not in capsys.readouterr().err  # nothing started for the finished runs

@@ -1,0 +1,58 @@
+"""The benchmark commands' argument types: a bad value is refused before any run starts."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from benchmarks import args
+
+
+def test_seeds_take_ranges_lists_and_both() -> None:
+    assert args.seeds("0-3") == [0, 1, 2, 3]
+    assert args.seeds("7") == [7]
+    assert args.seeds("0,3,5") == [0, 3, 5]
+    assert args.seeds("0-2, 5,1") == [0, 1, 2, 5]  # each seed once, in the order given
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("x", "'x' is not a seed list; write seeds as 0-9"),
+    ("1-x", "'1-x' is not a seed list"),
+    ("", "'' is not a seed list"),
+    ("5-2", "'5-2' is not a seed range; seeds are non-negative and a range runs low-high"),
+    ("-3", "'-3' is not a seed list"),  # read as an empty low end
+])
+def test_bad_seeds_are_refused_with_the_fix(text: str, message: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=message):
+        args.seeds(text)
+
+
+def test_counts_must_be_at_least_one() -> None:
+    assert args.positive_int("3") == 3
+    assert args.positive_ints("20,44") == [20, 44]
+    with pytest.raises(argparse.ArgumentTypeError, match="0 is too small; give at least 1"):
+        args.positive_int("0")
+    with pytest.raises(argparse.ArgumentTypeError, match="'2.5' is not a whole number"):
+        args.positive_int("2.5")
+    with pytest.raises(argparse.ArgumentTypeError, match="-1 is too small"):
+        args.positive_ints("8,-1")
+
+
+def test_names_come_from_the_choices() -> None:
+    parse = args.names(["loop", "store"])
+    assert parse("store,loop") == ["store", "loop"]
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown 'web', 'x'; choose from loop, store"):
+        parse("loop,web,x")
+
+
+def test_a_command_refuses_them_with_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.sample_efficiency import main
+
+    for argv, message in ((["--jobs", "0"], "argument --jobs: 0 is too small; give at least 1"),
+                          (["--problems", "dtlz3"], "argument --problems: unknown 'dtlz3'; choose from branin_currin"),
+                          (["--seeds", "9-0"], "argument --seeds: '9-0' is not a seed range")):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        assert message in capsys.readouterr().err.splitlines()[-1]
