@@ -178,7 +178,7 @@ def _table_problem(name: str) -> Problem:
         table, choices = _table("hpolib")
         pts = np.array([list(_hpolib_metrics(r).values()) for r in table.values()])
         ref, max_hv = _front_ref_maxhv(pts)
-        space = {}
+        space: dict[str, dict[str, Any]] = {}
         for p, vals in choices.items():
             if isinstance(vals[0], str):
                 space[p] = {"type": "choice", "values": list(vals)}
