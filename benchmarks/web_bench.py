@@ -112,6 +112,9 @@ def main() -> None:
                  r.num_bytes_downloaded))
     base = "/api/experiments/big"
     cursor = r.json()["cursor"]
+    # the rows' trial and page (at the default 100,000 trials: trial 54321, offset 90,000)
+    detail = 54321 if n > 54321 else n // 2
+    offset = 90_000 if n > 90_000 else 9 * n // 10
     for label, path in [
         ("GET /api/experiments", "/api/experiments"),
         ("GET /api/experiments/big", base),
@@ -121,10 +124,10 @@ def main() -> None:
         ("GET .../trials sorted by val_acc desc", base + "/trials?limit=50&sort=values.val_acc&desc=true"),
         ("GET .../trials filtered + sorted by a parameter",
          base + "/trials?limit=50&status=COMPLETED&where=val_acc%3E%3D0.8&where=latency_ms%3C%3D5&sort=parameters.width"),
-        ("GET .../trials page at offset 90,000", base + "/trials?limit=50&offset=90000"),
+        (f"GET .../trials page at offset {offset:,}", base + f"/trials?limit=50&offset={offset}"),
         ("GET .../parallel (2,000 trials)", base + "/parallel"),
         ("GET .../changes (nothing new)", base + f"/changes?since={cursor}"),
-        ("GET .../trials/54321 (detail)", base + "/trials/54321"),
+        (f"GET .../trials/{detail} (detail)", base + f"/trials/{detail}"),
         ("GET .../events?latest=true&limit=200", base + "/events?latest=true&limit=200"),
     ]:
         rows.append((label, *timed(client, path, args.repeat)))
