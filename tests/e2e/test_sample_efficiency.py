@@ -153,16 +153,17 @@ def test_grid_ends_with_status_1_when_a_run_fails(tmp_path: Path, capsys: pytest
 
     from benchmarks.sample_efficiency import main
 
-    (tmp_path / "branin_currin").mkdir()
-    (tmp_path / "branin_currin" / "tpe").write_text("")  # a file where tpe's runs go: they fail
-    argv = ["--problems", "branin_currin", "--methods", "random,tpe", "--seeds", "0-1", "--budget", "3",
+    (tmp_path / "dtlz2").mkdir()
+    (tmp_path / "dtlz2" / "ax").write_text("")  # a file where DTLZ2's stock-Ax runs go: they fail
+    argv = ["--problems", "branin_currin,dtlz2", "--methods", "ax", "--seeds", "0", "--budget", "3",
             "--jobs", "2", "--out", str(tmp_path)]
     assert main(argv) == 1
     err = capsys.readouterr().err
-    assert "branin_currin tpe seeds [0, 1]: FAILED rc=1" in err
+    assert "dtlz2 ax seeds [0]: FAILED rc=1" in err and "branin_currin ax seeds [0]: ok" in err
     assert "1 run process(es) failed (above)" in err.splitlines()[-1]
-    for seed in (0, 1):
-        assert len(json.loads((tmp_path / "branin_currin" / "random" / f"seed{seed:02d}.json").read_text())["hv"]) == 3
-    (tmp_path / "branin_currin" / "tpe").unlink()
-    assert main(argv) == 0  # the stored random runs are kept; tpe's run now
-    assert "random" not in capsys.readouterr().err  # nothing started for the finished runs
+    stored = tmp_path / "branin_currin" / "ax" / "seed00.json"
+    assert len(json.loads(stored.read_text())["hv"]) == 3
+    (tmp_path / "dtlz2" / "ax").unlink()
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "dtlz2 ax seeds [0]: ok" in err and "branin_currin ax" not in err  # the finished run is kept
