@@ -85,6 +85,17 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
     raise ValueError(f"unknown variant {name!r} (known: {', '.join(fixed)}, budget-R-S, mc-N, a+b)")
 
 
+def variant_list(text: str) -> list[str]:
+    """`--variants`: comma-separated names, each checked by `parse_variant`."""
+    names = text.split(",")
+    for name in names:
+        try:
+            parse_variant(name)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return names
+
+
 def apply_variant(name: str) -> None:
     """Make variant `name`'s changes in this process, before an optimizer is built."""
     import importlib
@@ -164,7 +175,8 @@ def report(out: Path, problem: str, variants: list[str], seeds: list[int]) -> st
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problem", required=True, choices=list(PROBLEMS))
-    ap.add_argument("--variants", default="default", help="comma-separated; the first is the baseline")
+    ap.add_argument("--variants", type=variant_list, default=["default"],
+                    help="comma-separated; the first is the baseline")
     ap.add_argument("--seeds", type=argtypes.seeds, default=argtypes.seeds("0-9"), help="e.g. 0-29 or 0,3,5")
     ap.add_argument("--budget", type=argtypes.positive_int, default=30)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -177,13 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(run_one(args.problem, variant, seed, args.budget)))
         return 0
-    variants = args.variants.split(",")
-    for v in variants:
-        try:
-            parse_variant(v)  # fail fast on a name it does not know
-        except ValueError as e:
-            ap.error(f"--variants: {e}")
-    seeds = args.seeds
+    variants, seeds = args.variants, args.seeds
     # seed by seed, so that an interrupted run leaves paired results behind
     pending = [(v, s) for s in seeds for v in variants
                if not run_path(args.out, args.problem, v, s).exists()]

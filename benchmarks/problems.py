@@ -165,6 +165,7 @@ def _front_ref_maxhv(points: np.ndarray) -> tuple[tuple[float, ...], float]:
 
 @functools.lru_cache(maxsize=None)
 def _table_problem(name: str) -> Problem:
+    space: dict[str, dict[str, Any]]
     if name.startswith("nb201"):
         n = 2 if name == "nb201_2obj" else 3
         table, _ = _table("nb201")
@@ -178,7 +179,7 @@ def _table_problem(name: str) -> Problem:
         table, choices = _table("hpolib")
         pts = np.array([list(_hpolib_metrics(r).values()) for r in table.values()])
         ref, max_hv = _front_ref_maxhv(pts)
-        space: dict[str, dict[str, Any]] = {}
+        space = {}
         for p, vals in choices.items():
             if isinstance(vals[0], str):
                 space[p] = {"type": "choice", "values": list(vals)}

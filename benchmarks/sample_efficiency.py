@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import args  # noqa: E402
+from benchmarks import args as argtypes  # noqa: E402
 from benchmarks.problems import PROBLEMS, Problem, get_problem, hv_trace  # noqa: E402
 
 METHODS = ["random", "tpe", "nsga2", "gp", "nasctl", "ax"]
@@ -382,12 +382,12 @@ def plot(out: Path, problems: list[str], methods: list[str]) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--problems", type=args.names(list(PROBLEMS)), default=list(PROBLEMS),
+    ap.add_argument("--problems", type=argtypes.names(list(PROBLEMS)), default=list(PROBLEMS),
                     help="comma-separated (default: all)")
-    ap.add_argument("--methods", type=args.names(METHODS), default=list(METHODS), help="comma-separated (default: all)")
-    ap.add_argument("--seeds", type=args.seeds, default=args.seeds("0-9"), help="e.g. 0-9 or 0,3,5")
-    ap.add_argument("--budget", type=args.positive_int, default=50, help="trials per run")
-    ap.add_argument("--jobs", type=args.positive_int, default=2, help="runs in parallel (processes)")
+    ap.add_argument("--methods", type=argtypes.names(METHODS), default=list(METHODS), help="comma-separated (default: all)")
+    ap.add_argument("--seeds", type=argtypes.seeds, default=argtypes.seeds("0-9"), help="e.g. 0-9 or 0,3,5")
+    ap.add_argument("--budget", type=argtypes.positive_int, default=50, help="trials per run")
+    ap.add_argument("--jobs", type=argtypes.positive_int, default=2, help="runs in parallel (processes)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--extend", action="store_true",
                     help="continue stored shorter stock-Ax runs to --budget (their trials are attached to a "
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--one", nargs=3, metavar=("PROBLEM", "METHOD", "SEED"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one:
-        for seed in args.seeds(a.one[2]):
+        for seed in argtypes.seeds(a.one[2]):
             run_one(a.one[0], a.one[1], seed, a.budget, a.out, a.extend)
         return 0
     problems, methods = a.problems, a.methods
