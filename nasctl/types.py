@@ -71,6 +71,8 @@ class TrialRecord:
     failure_reason: str | None = None
     log_tail: str | None = None
     info: dict[str, Any] | None = None  # what the trial recorded about itself (trial_info.json)
+    devices: list[str] | None = None  # the devices nasctl placed it on (its CUDA_VISIBLE_DEVICES)
+    device_wait_since: datetime | None = None  # a candidate waiting for free devices, since then
 
 
 @dataclass(frozen=True)
@@ -90,3 +92,27 @@ class EventRecord:
     message: str
     trial_index: int | None = None
     data: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class DeviceLease:
+    """A device (one shared slot of it) held by a trial, as the store keeps it,
+    with what the store knows of the trial (to tell a lease still in use from a
+    stale one)."""
+
+    host: str
+    device: str
+    slot: int
+    capacity: int  # trials the lease lets share its device (1: exclusive)
+    experiment_id: int
+    trial_index: int
+    owner: str
+    acquired_at: datetime
+    trial_status: TrialStatus | None = None  # None: the trial is gone
+    job_handle: str | None = None
+    runner_metadata: dict[str, Any] = field(default_factory=dict)
+    trial_dir: str | None = None
+
+
+Placement = list[tuple[str, int, int]]
+"""Chosen (device, slot, capacity) triples for one trial."""

@@ -83,7 +83,10 @@ def status_panel(v: dict[str, Any]) -> None:
         + (f"  ({escape(v['status_reason'])})" if v["status_reason"] else "")
         + ("" if v["status"] != "RUNNING" or v["orchestrator_alive"]
            else f"  [yellow]no orchestrator is running it: `nasctl resume {escape(v['name'])}`[/]"),
-        f"trials       {sum(v['trials'].values())}/{v['budget']['max_trials']}: {_counts(v['trials'])}",
+        f"trials       {sum(v['trials'].values())}/{v['budget']['max_trials']}: {_counts(v['trials'])}"
+        + (f"  [yellow]{v['waiting_for_devices']} waiting for devices[/]" if v.get("waiting_for_devices") else ""),
+        *([f"devices      " + ", ".join(f"trial {i}: {','.join(d)}" for i, d in v["devices"].items())]
+          if v.get("devices") else []),
         "objectives   " + ", ".join(
             f"{escape(k)} ({o['goal']}{', threshold ' + _fmt(o['threshold']) if o['threshold'] is not None else ''})"
             for k, o in v["objectives"].items()
@@ -120,15 +123,20 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
         t.add_column(escape(p), justify="right")
     for m in mnames:
         t.add_column(escape(m), justify="right", style="bold")
+    placed = any(r.get("devices") for r in rows)
+    if placed:
+        t.add_column("devices")
     t.add_column("time", justify="right")
     t.add_column("reason", overflow="fold", max_width=50)
     for r in rows:
+        devices = [("waiting" if r.get("waiting_for_devices") else ",".join(r.get("devices") or []))] if placed else []
         t.add_row(
             str(r["index"]),
             f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
             escape(r["generation_method"]),
             *[_fmt(r["parameters"].get(p, "")) for p in pnames],
             *[_fmt(r["values"].get(m, "")) for m in mnames],
+            *devices,
             f"{r['duration_s']:.1f}s" if r["duration_s"] is not None else "",
             escape(r["failure_reason"] or ""),
         )
@@ -144,6 +152,8 @@ def trial_panel(d: dict[str, Any]) -> None:
         f"method      {escape(d['generation_method'])}",
         f"job         {escape(d['job_handle'] or '-')}",
         f"log dir     {escape(d['log_dir'] or '-')}",
+        *([f"devices     {','.join(d['devices'])} (CUDA_VISIBLE_DEVICES)"] if d.get("devices") else []),
+        *(["devices     waiting for free devices"] if d.get("waiting_for_devices") else []),
         f"duration    {d['duration_s']}s" if d["duration_s"] is not None else "duration    -",
         "curves      " + (", ".join(f"{escape(k)} ({len(v)} points)" for k, v in d["curves"].items()) or "-"),
     ]
@@ -195,6 +205,14 @@ def _early_stopping_line(es: dict[str, Any]) -> str:
             f"(x{es['reduced_precision_grace']:g} for bf16/fp16)")
 
 
+def _devices_line(d: dict[str, Any]) -> str:
+    if d["placed_by"] != "nasctl":
+        return f"devices     {d['gpu_per_trial']} GPU per trial, requested from {escape(d['placed_by'])}"
+    share = f", up to {d['trials_per_device']} trials per device" if d["trials_per_device"] > 1 else ""
+    return (f"devices     {d['gpu_per_trial']} per trial from {escape(','.join(d['inventory']))} "
+            f"({escape(d['source'])}{share}); the first trial gets CUDA_VISIBLE_DEVICES={escape(','.join(d['first_trial']))}")
+
+
 def dryrun_panel(plan: dict[str, Any]) -> None:
     first = plan["first_trial"]
     console.print(
@@ -211,6 +229,7 @@ def dryrun_panel(plan: dict[str, Any]) -> None:
                     "warm start  " + (f"forked from a server that has imported {escape(', '.join(plan['preload']))}"
                                       if plan.get("preload") else "no (every trial starts a new Python process)"),
                     *([_early_stopping_line(plan["early_stopping"])] if plan.get("early_stopping") else []),
+                    *([_devices_line(plan["devices"])] if plan.get("devices") else []),
                 ]
             ),
             title="dry run: nothing was started",
@@ -328,6 +347,8 @@ class ProgressDisplay:
             _counts({k: v for k, v in p.counts.items() if v}),
             f"{p.elapsed:.0f}s",
         )
+        if getattr(p, "waiting_for_devices", 0):
+            head.add_row("", f"[yellow]{p.waiting_for_devices} waiting for devices[/]", "", "", "")
         gen = (
             f"optimizer: proposing ({p.generating_seconds:.0f}s)"
             if p.generating

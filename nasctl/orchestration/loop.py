@@ -25,6 +25,7 @@ curves after every metrics read and hopeless ones end EARLY_STOPPED.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -40,10 +41,11 @@ from dataclasses import dataclass, field
 from datetime import timezone
 from typing import Any
 
-from nasctl.errors import MetricsError, RunnerError
+from nasctl.errors import MetricsError, RunnerError, SpecError
 from nasctl.metrics import TRIAL_INFO_FILE, MetricSummary
 from nasctl.metrics.tensorboard import TensorBoardReader
 from nasctl.orchestration import failpoints
+from nasctl.orchestration.devices import DevicePlacer
 from nasctl.orchestration.early_stopping import (
     EARLY_STOPPED_EVENT,
     EarlyStopper,
@@ -53,9 +55,11 @@ from nasctl.orchestration.early_stopping import (
 from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.orchestration.jobs import build_request, job_name, trial_dir
 from nasctl.pareto import compute_front
-from nasctl.runners.base import JobState, Runner, SubmittedJob
+from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
+from nasctl.runners.devices import visible_devices_env
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store, queries
+from nasctl.store.store import utcnow
 from nasctl.types import ExperimentRecord, ExperimentStatus, Observation, TrialRecord, TrialStatus
 
 LOG_TAIL_LINES = 40
@@ -136,6 +140,7 @@ class Progress:
     last_generation_seconds: float | None
     messages: list[str] = field(default_factory=list)
     done: bool = False
+    waiting_for_devices: int = 0  # candidates waiting for free GPUs
 
 
 @dataclass(frozen=True)
@@ -245,6 +250,8 @@ class Orchestrator:
         self._t0 = time.monotonic()
         self._stopper = EarlyStopper(spec) if spec.early_stopping is not None else None
         self._saved = 0.0
+        self._placer: DevicePlacer | None = None  # created by the first trial that asks for a GPU
+        self._waiting: set[int] = set()  # candidates marked as waiting for devices
 
     # --- public ----------------------------------------------------------------
     def request_stop(self, reason: str = "stopped by user", cancel: bool = False) -> None:
@@ -334,6 +341,10 @@ class Orchestrator:
 
     def _close(self, status: ExperimentStatus, reason: str | None) -> None:
         self.gen.stop()
+        for rec in self._ready:
+            if rec.index in self._waiting:  # nobody waits for devices once the loop has ended
+                self.store.set_device_wait(rec.id, None)
+        self._waiting.clear()
         if self._running:
             self._note(f"{len(self._running)} trials left running; `nasctl resume {self.exp.name}` re-attaches them")
         try:
@@ -364,15 +375,21 @@ class Orchestrator:
                 elif t.status == TrialStatus.EARLY_STOPPED:
                     stopped.append(t.index)
             elif t.status == TrialStatus.RUNNING:
+                if t.devices:
+                    self.store.adopt_devices(self.exp.id, t.index, self.owner)  # the trial keeps its devices
                 self._attach_running(t, SubmittedJob(t.job_handle or "", dict(t.runner_metadata)))
             else:  # CANDIDATE: submitted before a crash, or not?
                 request = build_request(self.spec, self.exp.name, self.exp.work_dir, t.index, t.parameters)
                 found = self.runner.find(request)
                 if found is not None:
-                    t = self.store.mark_trial_running(t.id, found.handle, self.runner.scheduler, found.metadata)
+                    devices = self.store.adopt_devices(self.exp.id, t.index, self.owner) if request.gpu else []
+                    t = self.store.mark_trial_running(t.id, found.handle, self.runner.scheduler, found.metadata,
+                                                      devices=devices or None)
                     self._attach_running(t, found)
                     self._note(f"trial {t.index} was submitted before a crash: re-attached to {found.handle}")
                 else:
+                    if request.gpu:
+                        self.store.release_devices(self.exp.id, t.index)  # leased, never launched
                     self._counts[TrialStatus.CANDIDATE.value] += 1
                     self._ready.append(t)
         if stopped:
@@ -413,6 +430,7 @@ class Orchestrator:
                 for rec in list(self._ready):
                     if rec.index == ev.trial_index:
                         self._ready.remove(rec)
+                        self._waiting.discard(rec.index)
                         self._counts[TrialStatus.CANDIDATE.value] -= 1
                         self._finish(rec, TrialStatus.ABANDONED, reason="cancelled on request")
 
@@ -499,23 +517,67 @@ class Orchestrator:
 
     def _dispatch(self) -> None:
         while self._ready and len(self._running) < self.spec.budget.parallelism:
-            rec = self._ready.popleft()
-            self._counts[TrialStatus.CANDIDATE.value] -= 1
+            rec = self._ready[0]
             request = build_request(self.spec, self.exp.name, self.exp.work_dir, rec.index, rec.parameters)
+            try:
+                placed = self._place(rec, request)
+            except SpecError as e:  # a component asking for more GPUs than there are
+                self._ready.popleft()
+                self._counts[TrialStatus.CANDIDATE.value] -= 1
+                self._finish(rec, TrialStatus.FAILED, reason=f"cannot be placed: {e}")
+                continue
+            if placed is None:
+                break  # waiting for devices; candidates start in order
+            request, devices = placed
+            self._ready.popleft()
+            self._counts[TrialStatus.CANDIDATE.value] -= 1
             os.makedirs(request.trial_dir, exist_ok=True)
             try:
                 job = self.runner.submit(request)
             except RunnerError as e:
-                self._finish(rec, TrialStatus.FAILED, reason=f"submission failed: {e}")
+                self._finish(rec, TrialStatus.FAILED, reason=f"submission failed: {e}")  # releases its devices
                 continue
             failpoints.hit("after_submit")
-            rec = self.store.mark_trial_running(rec.id, job.handle, self.runner.scheduler, job.metadata)
+            rec = self.store.mark_trial_running(rec.id, job.handle, self.runner.scheduler, job.metadata,
+                                                devices=devices)
             failpoints.hit("after_record_running")
             self._counts[TrialStatus.RUNNING.value] += 1
             tb = request.env["NASCTL_LOG_DIR"]
             self._running[rec.index] = _Running(rec, job, TensorBoardReader(tb), MetricSummary(), _epoch(rec))
             if self._stopper is not None:
                 self._stopper.track(rec.index, rec.parameters)
+
+    def _place(self, rec: TrialRecord, request: JobRequest) -> tuple[JobRequest, list[str] | None] | None:
+        """Lease devices for a trial that asks for GPUs on a runner that places them
+        itself (nasctl/orchestration/devices.py): the request with its
+        CUDA_VISIBLE_DEVICES and the devices, or None while too few are free.
+
+        Raises:
+            SpecError: the trial asks for more devices than the inventory has.
+        """
+        inventory = self.runner.device_inventory() if request.gpu > 0 else None
+        if inventory is None:
+            return request, None
+        self.runner.check_gpu(request.gpu)
+        if self._placer is None:
+            self._placer = DevicePlacer(self.store, inventory, self.owner, self.runner, owner_alive)
+        devices, reclaimed = self._placer.place(self.exp.id, rec, request.gpu)
+        for lease in reclaimed:
+            if lease.trial_status is not None and not lease.trial_status.is_terminal:
+                self.store.add_event(
+                    self.exp.id, "devices",
+                    f"device {lease.device} reclaimed from trial {lease.trial_index} of experiment "
+                    f"{lease.experiment_id}: its orchestrator and job are gone", trial_index=rec.index)
+        if devices is None:
+            if rec.index not in self._waiting:
+                self._waiting.add(rec.index)
+                self.store.set_device_wait(rec.id, utcnow())
+                self._note(f"trial {rec.index} waits for {request.gpu} free device{'s' if request.gpu > 1 else ''} "
+                           f"(devices {','.join(inventory.devices)} are all in use)")
+            return None
+        self._waiting.discard(rec.index)
+        env = {**request.env, **visible_devices_env(devices)}
+        return dataclasses.replace(request, env=env), devices
 
     def _poll_jobs(self) -> bool:
         if not self._running:
@@ -725,6 +787,7 @@ class Orchestrator:
                 last_generation_seconds=self._gen_times[-1] if self._gen_times else None,
                 messages=list(self._messages),
                 done=done,
+                waiting_for_devices=len(self._waiting),
             )
         )
 

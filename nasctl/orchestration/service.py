@@ -18,7 +18,7 @@ from typing import Any
 
 from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError
 from nasctl.pareto import compute_front
-from nasctl.runners import get_runner
+from nasctl.runners import Runner, get_runner
 from nasctl.orchestration.methods import SAASBO_INSTALL_HINT, saasbo_available
 from nasctl.runners.components import check_component, resolve_component_name
 from nasctl.search_spaces import TRAINER_METRICS, check_dataset, get_search_space
@@ -82,7 +82,9 @@ def check_spec_runnable(spec: ExperimentSpec) -> None:
     dataset = spec.trial.dataset or spec.trial.args.get("dataset") or spec.fixed.get("dataset")
     if dataset is not None and spec.trial.source in BUILTIN_TRAINER_SOURCES:
         check_dataset(str(dataset))
-    get_runner(spec.runner.scheduler, spec.runner.cfg)
+    runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
+    if spec.trial.source != "component":  # a component's role says its GPUs; checked when it is placed
+        runner.check_gpu(spec.trial.resources.gpu)
 
 
 def default_work_root() -> str:
@@ -109,11 +111,25 @@ def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
         # local trials are forked from a warm server that imports these first (nasctl/runners/warm.py)
         "preload": list(request.preload) if spec.runner.scheduler == "local_cwd" else [],
         "request": runner.dryrun(request),
+        "devices": _devices_plan(runner, request.gpu),
         "budget": spec.budget.model_dump(),
         "initial_trials": spec.initial_trials,
         "early_stopping": None if spec.early_stopping is None
         else spec.early_stopping.model_dump(),
     }
+
+
+def _devices_plan(runner: Runner, gpu: int) -> dict[str, Any] | None:
+    """Where GPU trials would go: the inventory nasctl places them on (local runs),
+    or the request the cluster scheduler receives."""
+    if gpu <= 0:
+        return None
+    inventory = runner.device_inventory()
+    if inventory is None:
+        return {"gpu_per_trial": gpu, "placed_by": runner.scheduler}
+    return {"gpu_per_trial": gpu, "placed_by": "nasctl", "inventory": list(inventory.devices),
+            "source": inventory.source, "trials_per_device": inventory.trials_per_device,
+            "first_trial": list(inventory.devices[:gpu])}
 
 
 def start_experiment(
@@ -314,6 +330,8 @@ def trial_row(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
         "duration_s": duration,
         "failure_reason": t.failure_reason,
         "info": t.info,
+        "devices": t.devices,
+        "waiting_for_devices": t.status == TrialStatus.CANDIDATE and t.device_wait_since is not None,
     }
 
 
@@ -350,6 +368,7 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
     counts = {s.value: 0 for s in TrialStatus}
     for t in trials:
         counts[t.status.value] += 1
+    alive = _orchestrator_alive(exp)
     done = [(t.index, t.values) for t in trials if t.status == TrialStatus.COMPLETED]
     res = compute_front(done, spec.objectives, spec.parsed_constraints)
     durations = [(t.ended_at - t.started_at).total_seconds() for t in trials if t.started_at and t.ended_at]
@@ -373,7 +392,10 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
         "mean_trial_seconds": round(sum(durations) / len(durations), 3) if durations else None,
         "early_stopping": early_stopping_view(store, exp, spec, trials),
         "lease_owner": exp.lease_owner,
-        "orchestrator_alive": _orchestrator_alive(exp),
+        "orchestrator_alive": alive,
+        "waiting_for_devices": sum(1 for t in trials if t.status == TrialStatus.CANDIDATE
+                                   and t.device_wait_since is not None) if alive else 0,
+        "devices": {str(t.index): t.devices for t in trials if t.status == TrialStatus.RUNNING and t.devices},
     }
 
 

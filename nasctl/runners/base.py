@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nasctl.runners.devices import DeviceInventory
+
 
 @dataclass(frozen=True)
 class JobRequest:
@@ -111,6 +113,14 @@ class Runner(abc.ABC):
 
     def close(self) -> None:
         """Release clients. Jobs keep running."""
+
+    def device_inventory(self) -> DeviceInventory | None:
+        """The GPUs nasctl places this runner's trials on itself, or None where the
+        scheduler does (Slurm's gres, Kubernetes' nvidia.com/gpu)."""
+        return None
+
+    def check_gpu(self, gpu: int) -> None:
+        """Raise SpecError when a trial asking for `gpu` devices can never be placed."""
 
 
 def tail_file(path: str, lines: int) -> str:

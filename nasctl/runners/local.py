@@ -26,10 +26,12 @@ from typing import Any
 from nasctl.errors import RunnerError, SpecError
 from nasctl.runners import warm
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
+from nasctl.runners.devices import DeviceInventory, check_device_cfg, check_gpu_request, resolve_inventory
 from nasctl.runners.launcher import CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, read_json
 
 ROLE = "trial"
 _ALLOWED_CFG = {"prepend_cwd", "auto_set_cuda_visible_devices"}
+_OWN_CFG = {"devices", "trials_per_device", "nproc_per_node"}  # nasctl's, not TorchX's
 START_GRACE_SECONDS = 120.0  # a submitted job that has not written launch.json by then never started
 
 
@@ -86,23 +88,59 @@ class LocalRunner(Runner):
     """Runs trials as local processes via TorchX `local_cwd`.
 
     Args:
-        cfg: TorchX local_cwd run options from the spec (`prepend_cwd`,
-            `auto_set_cuda_visible_devices`); `log_dir` is set per trial by nasctl.
+        cfg: TorchX local_cwd run options from the spec (`prepend_cwd`), plus
+            nasctl's own: `devices` and `trials_per_device` (the GPU inventory
+            trials are placed on, see nasctl/runners/devices.py) and
+            `nproc_per_node` (run each trial under torchrun with that many
+            processes). `log_dir` is set per trial by nasctl.
     """
 
     scheduler = "local_cwd"
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
         cfg = dict(cfg or {})
-        unknown = set(cfg) - _ALLOWED_CFG
+        unknown = set(cfg) - _ALLOWED_CFG - _OWN_CFG
         if unknown:
             raise SpecError(
                 f"runner.cfg has options {sorted(unknown)} that local_cwd does not take",
-                f"allowed: {sorted(_ALLOWED_CFG)} (log_dir is set by nasctl to the trial's directory)",
+                f"allowed: {sorted(_ALLOWED_CFG | _OWN_CFG)} (log_dir is set by nasctl to the trial's directory)",
             )
+        if cfg.get("auto_set_cuda_visible_devices"):
+            raise SpecError(
+                "runner.cfg.auto_set_cuda_visible_devices numbers devices per trial, so every trial would get GPU 0",
+                "remove it: nasctl gives each trial its own devices (runner.cfg.devices lists which)",
+            )
+        nproc = cfg.get("nproc_per_node", 1)
+        if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+            raise SpecError(f"runner.cfg.nproc_per_node must be a positive integer, got {nproc!r}",
+                            "use e.g. nproc_per_node: 2")
+        check_device_cfg(cfg)  # a bad device list fails at validation, not at the first GPU trial
+        self.nproc_per_node = nproc
+        self.own_cfg = {k: cfg.pop(k) for k in list(cfg) if k in _OWN_CFG}
         self.cfg = cfg
+        self._inventory: DeviceInventory | None = None
         self._runner: Any = None
         self._warm: WarmServer | None = None
+
+    def device_inventory(self) -> DeviceInventory:
+        """The devices trials are placed on (resolved once: spec, NASCTL_DEVICES,
+        CUDA_VISIBLE_DEVICES, then detection)."""
+        if self._inventory is None:
+            self._inventory = resolve_inventory(self.own_cfg)
+        return self._inventory
+
+    def check_gpu(self, gpu: int) -> None:
+        check_gpu_request(gpu, self.device_inventory(), self.nproc_per_node)
+
+    def _command(self, request: JobRequest) -> list[str]:
+        cmd = [request.entrypoint, *request.args]
+        if self.nproc_per_node > 1:
+            # every process inherits the trial's CUDA_VISIBLE_DEVICES; LOCAL_RANK r uses
+            # its r-th share of them (cuda:r with one device per process)
+            program = cmd[1:] if os.path.abspath(cmd[0]) == os.path.abspath(sys.executable) else ["--no-python", *cmd]
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                   "--nproc_per_node", str(self.nproc_per_node), *program]
+        return cmd
 
     @property
     def torchx(self) -> Any:
@@ -124,8 +162,7 @@ class LocalRunner(Runner):
 
     def _dryrun_info(self, request: JobRequest, env: Mapping[str, str] | None = None) -> Any:
         cfg = {**self.cfg, "log_dir": os.path.join(request.trial_dir, "job")}
-        args = ["-m", "nasctl.runners.launcher", "--state-dir", state_dir(request), "--",
-                request.entrypoint, *request.args]
+        args = ["-m", "nasctl.runners.launcher", "--state-dir", state_dir(request), "--", *self._command(request)]
         if env:
             request = dataclasses.replace(request, env={**request.env, **env})
         app = to_appdef(request, image=os.getcwd(), entrypoint=sys.executable, args=args)
@@ -138,7 +175,7 @@ class LocalRunner(Runner):
         """`NASCTL_WARM_SOCKET` for a trial with `preload`, starting the warm
         server on first use (see nasctl/runners/warm.py); {} without one."""
         if not request.preload or not warm.supported() or warm.warm_argv(
-                [request.entrypoint, *request.args], sys.executable) is None:
+                self._command(request), sys.executable) is None:
             return {}
         env = {k: v for k, v in request.env.items() if k in SERVER_ENV}
         if self._warm is None or not self._warm.serves(request.preload, env):

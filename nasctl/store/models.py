@@ -66,6 +66,10 @@ class TrialRow(Base):
     failure_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     log_tail: Mapped[str | None] = mapped_column(Text, nullable=True)
     info: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # the devices the trial was placed on (CUDA_VISIBLE_DEVICES), and since when a
+    # candidate has been waiting for free ones (revision 0004_device_leases)
+    devices: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    device_wait_since: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
 
 
 class ObservationRow(Base):
@@ -96,3 +100,33 @@ class EventRow(Base):
     kind: Mapped[str] = mapped_column(String(32))
     message: Mapped[str] = mapped_column(Text)
     data: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class DeviceHostRow(Base):
+    """One row per host whose devices are leased: placing a trial locks its host's
+    row first, so placements on one host happen one at a time on every database."""
+
+    __tablename__ = "device_hosts"
+
+    host: Mapped[str] = mapped_column(String(255), primary_key=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class DeviceLeaseRow(Base):
+    """A device (one of its `slot`s when trials share it) held by a trial."""
+
+    __tablename__ = "device_leases"
+    __table_args__ = (
+        UniqueConstraint("host", "device", "slot"),
+        Index(None, "experiment_id", "trial_index"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    device: Mapped[str] = mapped_column(String(64))
+    slot: Mapped[int] = mapped_column(Integer)
+    capacity: Mapped[int] = mapped_column(Integer)  # trials this lease lets share the device (1: exclusive)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"))
+    trial_index: Mapped[int] = mapped_column(Integer)
+    owner: Mapped[str] = mapped_column(String(255))
+    acquired_at: Mapped[datetime] = mapped_column(DateTime)

@@ -31,13 +31,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.dml import Update
 
 from nasctl.errors import AlreadyExistsError, BadInputError, LeaseError, NotFoundError, StorageError
+from nasctl.store import devices as device_sql
 from nasctl.store import migrate
 from nasctl.store.models import EventRow, ExperimentRow, ObservationRow, TrialRow
 from nasctl.types import (
+    DeviceLease,
     EventRecord,
     ExperimentRecord,
     ExperimentStatus,
     Observation,
+    Placement,
     TrialRecord,
     TrialStatus,
 )
@@ -497,14 +500,19 @@ class Store:
 
     @retrying
     def mark_trial_running(
-        self, trial_id: int, job_handle: str, scheduler: str, runner_metadata: dict[str, Any]
+        self, trial_id: int, job_handle: str, scheduler: str, runner_metadata: dict[str, Any],
+        devices: Sequence[str] | None = None,
     ) -> TrialRecord:
+        """RUNNING with its job handle (and the devices it was placed on, if any)."""
         now = utcnow()
+        changes: dict[str, Any] = {
+            "status": TrialStatus.RUNNING.value, "job_handle": job_handle, "scheduler": scheduler,
+            "runner_metadata": runner_metadata, "started_at": now,
+        }
+        if devices is not None:
+            changes.update(devices=list(devices), device_wait_since=None)
         with self._transaction() as c:
-            row = _update_trial(c, trial_id, {
-                "status": TrialStatus.RUNNING.value, "job_handle": job_handle, "scheduler": scheduler,
-                "runner_metadata": runner_metadata, "started_at": now,
-            })
+            row = _update_trial(c, trial_id, changes)
             c.execute(_INSERT_EVENT, {
                 "experiment_id": row["experiment_id"], "trial_index": row["index"], "time": now, "kind": "submitted",
                 "message": f"trial {row['index']} submitted as {job_handle}",
@@ -544,12 +552,61 @@ class Store:
         with self._transaction() as c:
             row = _update_trial(c, trial_id, changes)
             _insert_observations(c, trial_id, observations)
+            device_sql.release(c, row["experiment_id"], row["index"])  # its devices are free again
             msg = f"trial {row['index']} {status.value.lower()}" + (f": {failure_reason}" if failure_reason else "")
             c.execute(_INSERT_EVENT, {
                 "experiment_id": row["experiment_id"], "trial_index": row["index"], "time": now, "kind": "finished",
                 "message": msg,
             })
         return _trial_from(row)
+
+    # --- device leases (nasctl/store/devices.py) -------------------------------
+    @retrying
+    def place_devices(
+        self, host: str, owner: str, experiment_id: int, trial_index: int,
+        choose: Callable[[list[DeviceLease]], Placement | None], is_stale: Callable[[DeviceLease], bool],
+    ) -> tuple[list[str] | None, list[DeviceLease]]:
+        """Lease devices on `host` for a trial: `choose` picks among the leases
+        still held once ended and stale (`is_stale`) ones are dropped.
+
+        Returns (devices, reclaimed): None when too few are free now.
+        """
+        now = utcnow()
+        with self._transaction() as c:
+            known = device_sql.has_host(c, host)
+        if not known:
+            try:
+                with self._transaction() as c:
+                    device_sql.add_host(c, host, now)
+            except IntegrityError:
+                pass  # another orchestrator created the host's row at the same moment
+        try:
+            with self._transaction() as c:
+                return device_sql.place(c, host, owner, experiment_id, trial_index, now, choose, is_stale)
+        except IntegrityError:
+            return None, []  # lost a race the host lock should have prevented: try again next time
+
+    @retrying
+    def device_leases(self, host: str | None = None, experiment_id: int | None = None) -> list[DeviceLease]:
+        with self._transaction() as c:
+            return device_sql.leases(c, host, experiment_id)
+
+    @retrying
+    def adopt_devices(self, experiment_id: int, trial_index: int, owner: str) -> list[str]:
+        """The devices a re-attached trial holds, now held by `owner`."""
+        with self._transaction() as c:
+            return device_sql.adopt(c, experiment_id, trial_index, owner)
+
+    @retrying
+    def release_devices(self, experiment_id: int, trial_index: int) -> None:
+        with self._transaction() as c:
+            device_sql.release(c, experiment_id, trial_index)
+
+    @retrying
+    def set_device_wait(self, trial_id: int, since: datetime | None) -> None:
+        """Mark a candidate as waiting for devices since `since` (None: not waiting)."""
+        with self._transaction() as c:
+            c.execute(update(_TRIALS).where(_TRIALS.c.id == trial_id).values(device_wait_since=since))
 
     @retrying
     def save_reader_state(self, trial_id: int, state: dict[str, Any]) -> None:
@@ -684,6 +741,8 @@ def _trial_from(m: Mapping[str, Any]) -> TrialRecord:
         failure_reason=m.get("failure_reason"),
         log_tail=m.get("log_tail"),
         info=dict(m["info"]) if m.get("info") is not None else None,
+        devices=list(m["devices"]) if m.get("devices") is not None else None,
+        device_wait_since=m.get("device_wait_since"),
     )
 
 
