@@ -383,6 +383,9 @@ class Orchestrator:
                 found = self.runner.find(request)
                 if found is not None:
                     devices = self.store.adopt_devices(self.exp.id, t.index, self.owner) if request.gpu else []
+                    if request.gpu and not devices and found.metadata.get("devices"):
+                        # its lease was reclaimed once its job ended; the job says where it ran
+                        devices = str(found.metadata["devices"]).split(",")
                     t = self.store.mark_trial_running(t.id, found.handle, self.runner.scheduler, found.metadata,
                                                       devices=devices or None)
                     self._attach_running(t, found)

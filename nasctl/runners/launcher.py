@@ -13,7 +13,8 @@ and this wrapper, launched by TorchX, keeps the job's state on disk:
   recording the job), and this launch exits at once with code 75 (EX_TEMPFAIL)
   without running anything: a trial is never trained twice.
 - `launch.json`: the launcher's and the training process's pid and start time,
-  the TorchX job id, and where stdout/stderr go.
+  the TorchX job id, the devices it was handed (CUDA_VISIBLE_DEVICES), and
+  where stdout/stderr go.
 - `exit.json`: the training process's exit status, written when it ends
   (a SIGTERM/SIGINT to the launcher is forwarded and recorded as a cancellation).
 
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         "stderr": _fd_target(2),
         "started": time.time(),
         "command": cmd,
+        "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),  # as placed by nasctl (None: not set)
     }
     launch_path = os.path.join(args.state_dir, LAUNCH)
     write_json_atomic(launch_path, info)

@@ -165,6 +165,9 @@ class LocalRunner(Runner):
         args = ["-m", "nasctl.runners.launcher", "--state-dir", state_dir(request), "--", *self._command(request)]
         if env:
             request = dataclasses.replace(request, env={**request.env, **env})
+        # nasctl has placed the trial on its devices (CUDA_VISIBLE_DEVICES in its env);
+        # TorchX's local scheduler would only warn that it did not number them itself
+        request = dataclasses.replace(request, gpu=0)
         app = to_appdef(request, image=os.getcwd(), entrypoint=sys.executable, args=args)
         return self.torchx.dryrun(app, self.scheduler, cfg=cfg)
 
@@ -217,6 +220,7 @@ class LocalRunner(Runner):
                 "stderr": launch.get("stderr"),
                 "submitted": launch.get("started", time.time()),
                 "reattached": True,
+                "devices": launch.get("devices"),
             },
         )
 
