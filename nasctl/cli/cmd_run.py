@@ -45,6 +45,7 @@ def command(spec_path: str, name: str | None, max_trials: int | None, parallelis
 
     from nasctl.store import Store
 
+    service.check_spec_runnable(spec)  # before the database is created: bad input writes nothing
     store = Store(db, create=True)
     with render.ProgressDisplay(enabled=not as_json) as display:
         summary = service.start_experiment(store, spec, work_root, on_progress=display.update)
