@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.nasctl-installed
 
-.PHONY: demo test install clean-demo services
+.PHONY: demo test install clean-demo services gpu-check
 
 install: $(STAMP)
 
@@ -40,3 +40,9 @@ services:
 
 test: install services
 	$(PY) -m pytest
+
+# On a machine with NVIDIA GPUs: the GPU tests (skipped elsewhere), then a small
+# real NAS per precision with a table of latency, accuracy, memory and throughput.
+gpu-check: install
+	$(PY) -m pytest -m gpu tests/gpu -p no:cacheprovider
+	$(PY) scripts/gpu_check.py

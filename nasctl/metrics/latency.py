@@ -12,8 +12,8 @@ Method (what the README states, with the measured repeatability):
   at least `min_seconds` (a few milliseconds of timing reflect the load of
   that one moment; a longer window is more repeatable) and cut, in order, into
   `blocks` blocks: the value is the lowest block median. The torch intra-op
-  thread count is fixed (restored afterwards). On CUDA every run is
-  synchronised before the clock is read.
+  thread count is fixed (restored afterwards). On CUDA every run is timed
+  with CUDA events (the device's clock), not a host clock around a synchronize.
 - `num_params`: trainable parameters. `model_bytes`: parameters and buffers as
   stored (weights stay fp32 whatever the precision).
 - `mflops`: floating-point operations of one forward pass of ONE sample
@@ -117,8 +117,8 @@ def measure_latency(
     `torch.inference_mode`, autocast for `precision`, `warmup` discarded runs,
     then at least `repeats` timed runs, continuing until `min_seconds` of timing
     have passed (up to MAX_TIMED_RUNS runs), with the torch intra-op thread
-    count fixed to `threads` (restored afterwards). On CUDA each run is
-    synchronised before the clock is read. The model's train/eval mode is restored.
+    count fixed to `threads` (restored afterwards). On CUDA each run is timed
+    with CUDA events on the device's own clock. The model's train/eval mode is restored.
 
     The timed runs are cut, in order, into `blocks` equal blocks; `median_ms` is
     the lowest block median. With one block it is the plain median. Several
@@ -131,7 +131,8 @@ def measure_latency(
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     device = example.device
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    on_cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if on_cuda else (lambda: None)
     times: list[float] = []
     need = max(repeats, blocks)
     try:
@@ -141,10 +142,18 @@ def measure_latency(
             sync()
             start = time.perf_counter()
             while len(times) < need or (time.perf_counter() - start < min_seconds and len(times) < MAX_TIMED_RUNS):
-                t0 = time.perf_counter()
-                model(example)
-                sync()
-                times.append((time.perf_counter() - t0) * 1000.0)
+                if on_cuda:
+                    # the GPU's own clock around the kernels, not the host's around a synchronize
+                    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    begin.record()
+                    model(example)
+                    end.record()
+                    end.synchronize()
+                    times.append(float(begin.elapsed_time(end)))
+                else:
+                    t0 = time.perf_counter()
+                    model(example)
+                    times.append((time.perf_counter() - t0) * 1000.0)
     finally:
         torch.set_num_threads(old_threads)
         model.train(was_training)

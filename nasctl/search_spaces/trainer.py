@@ -278,6 +278,9 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
     logger.log_metrics(final, step=trainer.global_step)
     logger.finalize("success")
     info.update(train_seconds=round(train_seconds, 3), final_step=trainer.global_step)
+    if device.type == "cuda":  # what the trial needed of its GPU (training and latency runs)
+        info.update(peak_memory_mb=round(torch.cuda.max_memory_allocated(device) / 2**20, 1),
+                    visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     write_info(args.log_dir, info)
     print(
         f"final step {trainer.global_step}: "

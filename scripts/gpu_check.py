@@ -1,0 +1,153 @@
+"""The GPU check: a small real NAS with the built-in CNN space on this machine's GPUs.
+
+    python scripts/gpu_check.py [--trials 6] [--out gpu_check.json]
+
+For each precision in fp32, bf16 and fp16 it runs one experiment (MNIST-1D CNN,
+`--trials` trials, one trial per device at a time), then fp32 again with two
+trials sharing each device (`runner.cfg.trials_per_device: 2`), each on its own
+SQLite database in a temporary folder. It prints one row per run: GPU model,
+precision, sharing, median latency_ms, best val_acc, peak GPU memory of a
+trial, trials per minute, and whether every trial got a device of its own
+(no device ever held by more trials than allowed). Exit 1 when a run fails or
+no CUDA GPU is found. `make gpu-check` runs the GPU tests first, then this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SPACE = """
+name: {name}
+search_space:
+  num_blocks:       {{type: int, low: 1, high: 3}}
+  channels_1:       {{type: int, low: 8, high: 64, log: true}}
+  kernel_size_1:    {{type: choice, values: [3, 5, 7], ordered: true}}
+  channels_2:       {{type: int, low: 8, high: 64, log: true, when: {{num_blocks: [2, 3]}}}}
+  kernel_size_2:    {{type: choice, values: [3, 5, 7], ordered: true, when: {{num_blocks: [2, 3]}}}}
+  channels_3:       {{type: int, low: 8, high: 64, log: true, when: {{num_blocks: [3]}}}}
+  kernel_size_3:    {{type: choice, values: [3, 5, 7], ordered: true, when: {{num_blocks: [3]}}}}
+  pooling:          {{type: choice, values: [max, avg]}}
+  classifier_width: {{type: int, low: 16, high: 128, log: true}}
+  learning_rate:    {{type: float, low: 1.0e-3, high: 2.0e-2, log: true}}
+  precision:        {{type: fixed, value: {precision}}}
+  batch_size:       {{type: fixed, value: 64}}
+  epochs:           {{type: fixed, value: 3}}
+objectives:
+  val_acc:    {{goal: maximize, threshold: 0.30}}
+  latency_ms: {{goal: minimize}}
+budget: {{max_trials: {trials}, parallelism: {parallelism}, trial_timeout: 900, max_failures: 1}}
+trial:
+  search_space: cnn
+  dataset: mnist1d
+  resources: {{cpu: 1, mem_mb: 4000, gpu: 1}}
+runner: {{scheduler: local_cwd, cfg: {{trials_per_device: {per_device}}}}}
+optimizer: {{initial_trials: {trials}, method: sobol, seed: 0}}
+"""
+
+
+def gpu_names() -> list[str]:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, check=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def max_overlap(trials: list[dict[str, Any]]) -> int:
+    """The most trials that held one device at the same moment."""
+    points = []
+    for t in trials:
+        if t["started_at"] and t["ended_at"]:
+            for d in t["devices"] or []:
+                points += [(t["started_at"], 1, d), (t["ended_at"], -1, d)]
+    held: dict[str, int] = {}
+    worst = 0
+    for _, delta, d in sorted(points, key=lambda p: (p[0], p[1])):
+        held[d] = held.get(d, 0) + delta
+        worst = max(worst, held[d])
+    return worst
+
+
+def run_one(work: Path, precision: str, per_device: int, trials: int, n_gpus: int) -> dict[str, Any]:
+    name = f"gpu-{precision}-x{per_device}"
+    spec = work / f"{name}.yaml"
+    spec.write_text(SPACE.format(name=name, precision=precision, trials=trials,
+                                 parallelism=n_gpus * per_device, per_device=per_device))
+    db = f"sqlite:///{work / (name + '.db')}"
+    t0 = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "nasctl", "run", str(spec), "--db", db, "--workdir",
+                          str(work / "runs"), "--json"], capture_output=True, text=True, cwd=work)
+    elapsed = time.monotonic() - t0
+    out = subprocess.run([sys.executable, "-m", "nasctl", "trials", name, "--db", db, "--json"],
+                         capture_output=True, text=True)
+    rows = json.loads(out.stdout) if out.returncode == 0 else []
+    done = [r for r in rows if r["status"] == "COMPLETED"]
+    infos = [r["info"] or {} for r in done]
+    starts = [r["started_at"] for r in rows if r["started_at"]]
+    ends = [r["ended_at"] for r in rows if r["ended_at"]]
+    from datetime import datetime
+
+    def ts(s: str) -> float:
+        return datetime.fromisoformat(s.rstrip("Z")).timestamp()
+
+    span = (max(map(ts, ends)) - min(map(ts, starts))) if starts and ends else elapsed
+    return {
+        "run": name, "returncode": run.returncode, "stderr": run.stderr[-2000:] if run.returncode else "",
+        "precision": precision, "trials_per_device": per_device, "completed": len(done), "trials": len(rows),
+        "latency_ms": statistics.median(r["values"]["latency_ms"] for r in done) if done else None,
+        "val_acc": max(r["values"]["val_acc"] for r in done) if done else None,
+        "peak_memory_mb": max((i.get("peak_memory_mb") or 0) for i in infos) if infos else None,
+        "devices_seen": sorted({d for r in rows for d in (r["devices"] or [])}),
+        "trial_device": sorted({i.get("device", "?") for i in infos}),
+        "trials_per_minute": round(len(done) / span * 60, 2) if span > 0 else None,
+        "max_trials_on_one_device": max_overlap(rows),
+        "wall_s": round(elapsed, 1),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=6)
+    p.add_argument("--out", default="gpu_check.json")
+    args = p.parse_args()
+    names = gpu_names()
+    if not names:
+        print("gpu-check: no NVIDIA GPU found (nvidia-smi); nothing to check", file=sys.stderr)
+        return 1
+    results = []
+    with tempfile.TemporaryDirectory(prefix="nasctl-gpu-check-") as tmp:
+        for precision, per_device in (("fp32", 1), ("bf16", 1), ("fp16", 1), ("fp32", 2)):
+            res = run_one(Path(tmp), precision, per_device, args.trials, len(names))
+            results.append(res)
+            print(json.dumps(res), flush=True)
+    header = (f"{'GPU':<28} {'precision':<9} {'per dev':>7} {'latency_ms':>10} {'val_acc':>7} "
+              f"{'peak MB':>8} {'trials/min':>10} {'max/dev':>7} {'done':>5}")
+    print(f"\n{len(names)} GPU(s): {', '.join(names)}\n{header}")
+    for r in results:
+        def f(v: Any, fmt: str) -> str:
+            return format(v, fmt) if isinstance(v, (int, float)) else "-"
+        print(f"{names[0][:28]:<28} {r['precision']:<9} {r['trials_per_device']:>7} {f(r['latency_ms'], '.4f'):>10} "
+              f"{f(r['val_acc'], '.3f'):>7} {f(r['peak_memory_mb'], '.1f'):>8} {f(r['trials_per_minute'], '.2f'):>10} "
+              f"{r['max_trials_on_one_device']:>7} {r['completed']:>2}/{r['trials']}")
+    Path(args.out).write_text(json.dumps({"gpus": names, "results": results}, indent=1))
+    ok = all(r["returncode"] == 0 and r["completed"] == r["trials"] == args.trials
+             and r["max_trials_on_one_device"] <= r["trials_per_device"] for r in results)
+    for r in results:
+        if r["returncode"]:
+            print(f"{r['run']} failed:\n{r['stderr']}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
