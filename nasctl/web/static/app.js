@@ -325,7 +325,7 @@ async function loadTable() {
         const label = String(r.index) + (front.has(r.index) ? " \u2605" : "");
         return el("td", {}, REPORT ? label : el("a", { href: trialUrl(name, r.index), text: label }));
       }
-      if (c.key === "status") return el("td", {}, statusBadge(r.status));
+      if (c.key === "status") return el("td", {}, statusBadge(r.status), r.waiting_for_devices ? el("span", { class: "muted", text: " waiting for devices" }) : null);
       if (c.key === "generation_method") return el("td", { text: r.generation_method });
       return el("td", { text: fmt(c.get(r)) });
     }))));
@@ -502,6 +502,7 @@ async function trialPage() {
     kvRows("#params tbody", Object.entries(t.parameters));
     kvRows("#values tbody", Object.entries(t.values));
     kvRows("#job tbody", [["job handle", t.job_handle], ["job name", t.job_name], ["scheduler", t.scheduler], ["log dir", t.log_dir],
+      ["devices", t.devices ? t.devices.join(",") : (t.waiting_for_devices ? "waiting for free devices" : "—")],
       ["created", t.created_at], ["started", t.started_at], ["ended", t.ended_at], ...Object.entries(t.runner_metadata)]);
     const info = flatInfo(t.info, "");
     document.getElementById("info-panel").hidden = info.length === 0;
