@@ -469,13 +469,15 @@ def export(store: Store, name: str, fmt: str) -> str:
                     mnames.append(m)
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(["index", "status", "generation_method", *pnames, *mnames, "duration_s", "failure_reason"])
+        w.writerow(["index", "status", "generation_method", *pnames, *mnames, "duration_s", "devices",
+                    "failure_reason"])
         for r in rows:
             w.writerow(
                 [r["index"], r["status"], r["generation_method"]]
                 + [r["parameters"].get(p, "") for p in pnames]
                 + [r["values"].get(m, "") for m in mnames]
-                + [r["duration_s"] if r["duration_s"] is not None else "", r["failure_reason"] or ""]
+                + [r["duration_s"] if r["duration_s"] is not None else "", ",".join(r["devices"] or []),
+                   r["failure_reason"] or ""]
             )
         return buf.getvalue()
     raise BadInputError(f"--format {fmt!r} is not supported", "use json or csv")

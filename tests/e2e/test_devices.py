@@ -30,14 +30,14 @@ def db_url_pg() -> Iterator[str]:
 
 
 def write_spec(tmp_path: Path, name: str, *, gpu: int, max_trials: int, parallelism: int,
-               cfg: str = "{}") -> Path:
+               cfg: str = "{}", preload: str = "null") -> Path:
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(
         f"name: {name}\n"
         "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
         "objectives: {f1: {goal: minimize, threshold: 1.1}, f2: {goal: minimize, threshold: 2.1}}\n"
         f"budget: {{max_trials: {max_trials}, parallelism: {parallelism}, max_failures: 0}}\n"
-        f"trial: {{script: {SCRIPT}, resources: {{gpu: {gpu}}}}}\n"
+        f"trial: {{script: {SCRIPT}, resources: {{gpu: {gpu}}}, preload: {preload}}}\n"
         f"runner: {{scheduler: local_cwd, cfg: {cfg}}}\n"
         f"optimizer: {{method: sobol, seed: {len(name)}}}\n"
     )
@@ -161,8 +161,9 @@ def test_kill_nine_and_resume_keep_devices_exclusive(tmp_path: Path) -> None:
 def test_shared_devices_hold_at_most_trials_per_device(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'n.db'}"
     log = tmp_path / "devices.jsonl"
+    # forked from a warm server (trial.preload): the fork takes the trial's own CUDA_VISIBLE_DEVICES
     spec = write_spec(tmp_path, "shared", gpu=1, max_trials=8, parallelism=4,
-                      cfg="{devices: [6, 7], trials_per_device: 2}")
+                      cfg="{devices: [6, 7], trials_per_device: 2}", preload="[json]")
     res = run_cli("run", str(spec), "--db", db, "--json", cwd=tmp_path,
                   env={"NASCTL_TEST_DEVICES": str(log), "NASCTL_TEST_SLEEP": "0.6"})
     assert res.returncode == 0, res.stderr
@@ -170,6 +171,11 @@ def test_shared_devices_hold_at_most_trials_per_device(tmp_path: Path) -> None:
     assert len(recs) == 8 and {r["visible"] for r in recs} == {"6", "7"}
     assert overlaps(recs, per_device=2) == []
     assert overlaps(recs, per_device=1) != []  # and they did share
+    launches = [json.loads(p.read_text()) for p in (tmp_path / "nasctl_runs" / "shared").glob("trials/*/job/launch.json")]
+    assert len(launches) == 8 and sum(1 for x in launches if x.get("warm")) >= 4
+    assert {x["devices"] for x in launches} == {"6", "7"}
+    csv = run_cli("export", "shared", "--db", db, "--format", "csv").stdout.splitlines()
+    assert csv[0].split(",")[-2] == "devices" and {row.split(",")[-2] for row in csv[1:]} == {"6", "7"}
 
 
 def test_multiprocess_trial_maps_local_rank_to_its_own_devices(tmp_path: Path) -> None:

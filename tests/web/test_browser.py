@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +236,26 @@ def test_trial_info_is_a_key_value_table(page: Any, server: Server) -> None:
     page.goto(f"{server.base}/experiments/withinfo/trials/0")  # no info recorded: no panel
     wait_ready(page)
     assert not page.locator("#info-panel").is_visible()
+
+
+def test_trial_devices_and_waiting_are_shown(page: Any, server: Server) -> None:
+    store = Store(server.url)
+    exp = add_synthetic(store, "ongpus", 1)
+    placed = store.add_trial(exp.id, 1, {"x": 0.2, "act": "relu"}, "Sobol", "ongpus-1", "")
+    store.mark_trial_running(placed.id, "local_cwd://torchx/ongpus-1", "local_cwd", {}, devices=["2", "3"])
+    waiting = store.add_trial(exp.id, 2, {"x": 0.7, "act": "gelu"}, "Sobol", "ongpus-2", "")
+    store.set_device_wait(waiting.id, datetime(2026, 1, 1))
+    page.goto(f"{server.base}/experiments/ongpus/trials/1")
+    wait_ready(page)
+    rows = {r.locator("td").nth(0).inner_text(): r.locator("td").nth(1).inner_text()
+            for r in page.locator("#job tbody tr").all()}
+    assert rows["devices"] == "2,3"
+    page.goto(f"{server.base}/experiments/ongpus/trials/2")
+    wait_ready(page)
+    rows = {r.locator("td").nth(0).inner_text(): r.locator("td").nth(1).inner_text()
+            for r in page.locator("#job tbody tr").all()}
+    assert rows["devices"] == "waiting for free devices"
+    page.goto(f"{server.base}/experiments/ongpus")
+    wait_ready(page)
+    page.wait_for_selector("text=waiting for devices", timeout=15_000)
+    assert not page.errors
