@@ -161,9 +161,9 @@ def check_gpu_request(gpu: int, inventory: DeviceInventory, nproc_per_node: int 
         return
     have = len(inventory.devices)
     if have == 0:
+        where = "NVML and nvidia-smi found none" if inventory.source == "detected" else f"{inventory.source} is empty"
         raise SpecError(
-            f"trial.resources.gpu is {gpu} but this machine has no GPUs for local trials "
-            f"(none in {inventory.source})",
+            f"trial.resources.gpu is {gpu} but this machine has no GPUs for local trials ({where})",
             f"set runner.cfg.devices (e.g. [0]) or {DEVICES_ENV}, or use gpu: 0",
         )
     if gpu > have:

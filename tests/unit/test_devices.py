@@ -116,7 +116,7 @@ def test_bad_device_input_is_one_line_and_exit_2(tmp_path: Path, dryrun: bool) -
     flags = ["--dryrun"] if dryrun else ["--db", f"sqlite:///{db}"]
     no_gpus = {"NASCTL_DEVICES": ""}
     err = _error(run_cli("run", str(_spec(tmp_path, 1)), *flags, cwd=tmp_path, env=no_gpus))
-    assert "gpu is 1 but this machine has no GPUs" in err and "runner.cfg.devices" in err
+    assert "gpu is 1 but this machine has no GPUs for local trials (NASCTL_DEVICES is empty)" in err and "runner.cfg.devices" in err
     err = _error(run_cli("run", str(_spec(tmp_path, 3, "runner: {cfg: {devices: [0, 1]}}")), *flags, cwd=tmp_path))
     assert "gpu is 3 but the device inventory has only 2" in err
     err = _error(run_cli("run", str(_spec(tmp_path, 1, "runner: {cfg: {devices: [0, 0]}}")), *flags, cwd=tmp_path))
@@ -156,3 +156,18 @@ def test_cluster_dryruns_carry_the_gpu_request(tmp_path: Path) -> None:
     container = job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert plan["devices"]["placed_by"] == "kubernetes"
+
+
+def test_live_display_shows_trials_waiting_for_devices() -> None:
+    from rich.console import Console
+
+    from nasctl.cli.render import ProgressDisplay
+    from nasctl.orchestration.loop import Progress
+
+    p = Progress("e", 8, 4, {"RUNNING": 2, "CANDIDATE": 2}, 0.0, [], False, 0.0, 3.0, None, waiting_for_devices=2)
+    console = Console(record=True, width=120)
+    console.print(ProgressDisplay(enabled=False)._render(p))
+    assert "2 waiting for devices" in console.export_text()
+    console = Console(record=True, width=120)
+    console.print(ProgressDisplay(enabled=False)._render(Progress("e", 8, 4, {}, 0.0, [], False, 0.0, 3.0, None)))
+    assert "waiting" not in console.export_text()
