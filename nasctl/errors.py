@@ -62,7 +62,9 @@ class MetricsError(NasctlError):
 
 
 class LeaseError(NasctlError):
-    """Another orchestrator holds the experiment."""
+    """Another orchestrator (or the service) holds the experiment, or another service the database."""
+
+    exit_code = 2
 
 
 class DatasetError(BadInputError):

@@ -532,7 +532,21 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Expe
         raise SpecError(f"spec file {path} does not exist", "check the path") from None
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"spec file {path} cannot be read: {e}", "pass a UTF-8 YAML file") from None
-    spec = parse_spec(text, source=str(path), overrides=overrides)
+    return parse_spec_in(text, p.parent, source=str(path), overrides=overrides)
+
+
+def parse_spec_in(text: str, folder: str | Path, source: str = "<spec>",
+                  overrides: dict[str, Any] | None = None) -> ExperimentSpec:
+    """Parse a spec's YAML text as if it were a file in `folder`: relative paths
+    (`trial.script`, `trial.model_path`, `idx:` datasets) resolve there, and
+    `trial.function` / `trial.component` code is looked up there. What `nasctl
+    serve` does with a submitted spec, on its own file system.
+
+    Raises:
+        SpecError: invalid YAML or spec, or a path that does not exist.
+    """
+    p = Path(folder) / "spec.yaml"
+    spec = parse_spec(text, source=source, overrides=overrides)
     update: dict[str, Any] = {}
     trial = spec.trial
     if trial.script:

@@ -28,6 +28,7 @@ class TrialStatus(str, enum.Enum):
 
 
 class ExperimentStatus(str, enum.Enum):
+    QUEUED = "QUEUED"  # submitted to `nasctl serve`, waiting for a free slot or free devices
     RUNNING = "RUNNING"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
@@ -116,3 +117,12 @@ class DeviceLease:
 
 Placement = list[tuple[str, int, int]]
 """Chosen (device, slot, capacity) triples for one trial."""
+
+
+@dataclass(frozen=True)
+class ServiceLease:
+    """The `nasctl serve` process that drives the experiments of a database."""
+
+    owner: str  # host:pid:start, as experiment leases
+    heartbeat: datetime
+    url: str | None = None  # where its API listens

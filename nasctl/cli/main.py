@@ -81,14 +81,16 @@ def main() -> None:
         cmd_report,
         cmd_resume,
         cmd_run,
+        cmd_serve,
         cmd_status,
         cmd_stop,
+        cmd_submit,
         cmd_trials,
         cmd_web,
     )
 
     for mod in (cmd_run, cmd_resume, cmd_stop, cmd_ls, cmd_status, cmd_trials, cmd_pareto, cmd_export, cmd_web,
-                cmd_report, cmd_db):
+                cmd_report, cmd_db, cmd_serve, cmd_submit):
         cli.add_command(mod.command)
     cli(prog_name="nasctl")
 

@@ -29,6 +29,7 @@ STATUS_STYLE = {
     "EARLY_STOPPED": "cyan",
     "ABANDONED": "magenta",
     "STOPPED": "yellow",
+    "QUEUED": "blue",
 }
 
 

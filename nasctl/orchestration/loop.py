@@ -264,6 +264,11 @@ class Orchestrator:
     def stop_requested(self) -> bool:
         return self._stop is not None
 
+    @property
+    def generation_seconds(self) -> list[float]:
+        """Seconds of every proposal this loop has received (for the service's metrics)."""
+        return list(self._gen_times)
+
     def run(self) -> RunSummary:
         self.store.acquire_lease(self.exp.id, self.owner, LEASE_STALE_SECONDS, owner_alive)
         events = self.store.events(self.exp.id, after_id=0, limit=1, newest=True)

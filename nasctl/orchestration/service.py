@@ -11,6 +11,7 @@ import io
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from datetime import datetime, timezone
@@ -169,8 +170,11 @@ def resume_experiment(
     on_progress: Callable[[Any], None] | None = None,
     poll_interval: float = 0.25,
     work_root: str | None = None,
+    on_orchestrator: Callable[[Any], None] | None = None,
 ) -> Any:
     """Continue an experiment from the store alone (after a stop, Ctrl-C or a crash).
+    `on_orchestrator` is handed the Orchestrator before it runs (the service
+    keeps it to stop it).
 
     Finished trials are kept, running ones re-attached, recorded candidates
     submitted once; the optimizer is rebuilt from the stored trials.
@@ -193,11 +197,12 @@ def resume_experiment(
             f"the experiment's trial directory {exp.work_dir} cannot be created: {e.strerror}",
             f"pass `nasctl resume {name} --workdir DIR` to put new trial files elsewhere",
         ) from None
-    return _drive(store, exp, spec, on_progress, poll_interval)
+    return _drive(store, exp, spec, on_progress, poll_interval, on_orchestrator)
 
 
 def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
-           on_progress: Callable[[Any], None] | None, poll_interval: float) -> Any:
+           on_progress: Callable[[Any], None] | None, poll_interval: float,
+           on_orchestrator: Callable[[Any], None] | None = None) -> Any:
     from nasctl.orchestration.generator import CandidateGenerator
     from nasctl.orchestration.loop import Orchestrator, install_signal_handlers
     from nasctl.orchestration.methods import resolve_method
@@ -224,7 +229,10 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
 
     gen = CandidateGenerator(make_optimizer)
     orch = Orchestrator(store, exp, spec, runner, gen, on_progress=on_progress, poll_interval=poll_interval)
-    install_signal_handlers(orch)
+    if on_orchestrator is not None:
+        on_orchestrator(orch)
+    if threading.current_thread() is threading.main_thread():  # the service drives from its own threads
+        install_signal_handlers(orch)
     return orch.run()
 
 

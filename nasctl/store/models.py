@@ -130,3 +130,14 @@ class DeviceLeaseRow(Base):
     trial_index: Mapped[int] = mapped_column(Integer)
     owner: Mapped[str] = mapped_column(String(255))
     acquired_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class ServiceLeaseRow(Base):
+    """The one `nasctl serve` driving this database's experiments (revision 0005_service)."""
+
+    __tablename__ = "service_leases"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255))
+    heartbeat: Mapped[datetime] = mapped_column(DateTime)
+    url: Mapped[str | None] = mapped_column(String(1024), nullable=True)

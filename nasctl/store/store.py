@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator, TypeVar, cast
 
-from sqlalchemy import Column, Select, Table, bindparam, create_engine, event, func, insert, select, update
+from sqlalchemy import Column, Select, Table, bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -33,7 +33,7 @@ from sqlalchemy.sql.dml import Update
 from nasctl.errors import AlreadyExistsError, BadInputError, LeaseError, NotFoundError, StorageError
 from nasctl.store import devices as device_sql
 from nasctl.store import migrate
-from nasctl.store.models import EventRow, ExperimentRow, ObservationRow, TrialRow
+from nasctl.store.models import EventRow, ExperimentRow, ObservationRow, ServiceLeaseRow, TrialRow
 from nasctl.types import (
     DeviceLease,
     EventRecord,
@@ -41,6 +41,7 @@ from nasctl.types import (
     ExperimentStatus,
     Observation,
     Placement,
+    ServiceLease,
     TrialRecord,
     TrialStatus,
 )
@@ -451,6 +452,52 @@ class Store:
                 .where(ExperimentRow.id == experiment_id, ExperimentRow.lease_owner == owner)
                 .values(lease_owner=None, lease_heartbeat=None)
             )
+
+    # --- the service's lease -------------------------------------------------
+    @retrying
+    def acquire_service_lease(self, owner: str, url: str | None, stale_after: float,
+                              is_alive: Callable[[str], bool | None]) -> None:
+        """Become the service driving this database, unless a live one is (fresh
+        heartbeat, and `is_alive` does not say its process is gone).
+
+        Raises:
+            LeaseError: another service holds it (exit 2, naming its host and pid).
+        """
+        now = utcnow()
+        with self._session() as s:
+            row = s.get(ServiceLeaseRow, "service", with_for_update=not self.is_sqlite)
+            if row is None:
+                s.add(ServiceLeaseRow(name="service", owner=owner, heartbeat=now, url=url))
+                return
+            if (row.owner != owner and now - row.heartbeat < timedelta(seconds=stale_after)
+                    and is_alive(row.owner) is not False):
+                host, _, rest = row.owner.partition(":")
+                raise LeaseError(
+                    f"another nasctl serve (pid {rest.partition(':')[0]} on {host}"
+                    + (f", {row.url}" if row.url else "") + ") drives the experiments of this database",
+                    "stop it first, or submit to it with `nasctl submit SPEC --server URL`",
+                )
+            row.owner, row.heartbeat, row.url = owner, now, url
+
+    @retrying
+    def service_heartbeat(self, owner: str) -> bool:
+        """Renew the service's lease; False if another service has taken it."""
+        with self._session() as s:
+            res = s.execute(update(ServiceLeaseRow).where(ServiceLeaseRow.name == "service",
+                                                          ServiceLeaseRow.owner == owner).values(heartbeat=utcnow()))
+            return bool(res.rowcount)  # type: ignore[attr-defined]
+
+    @retrying
+    def release_service_lease(self, owner: str) -> None:
+        with self._session() as s:
+            s.execute(delete(ServiceLeaseRow).where(ServiceLeaseRow.name == "service",
+                                                    ServiceLeaseRow.owner == owner))
+
+    @retrying
+    def service_lease(self) -> ServiceLease | None:
+        with self._session() as s:
+            row = s.get(ServiceLeaseRow, "service")
+            return None if row is None else ServiceLease(row.owner, row.heartbeat, row.url)
 
     # --- trials -------------------------------------------------------------
     @retrying

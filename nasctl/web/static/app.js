@@ -106,6 +106,10 @@ async function setupHeader(name) {
     const info = await api("/api/info");
     state.readOnly = info.read_only;
   } catch (e) { state.readOnly = true; }
+  try {  // served by `nasctl serve`: experiments can be resumed from here
+    await api("/api/service");
+    state.service = true;
+  } catch (e) { state.service = false; }
   const auth = document.getElementById("auth");
   if (state.readOnly) { auth.textContent = "read-only"; return; }
   const input = el("input", { type: "password", placeholder: "token", size: 14, id: "token-input" });
@@ -160,7 +164,17 @@ function renderSummary(s) {
   if (!REPORT && !state.readOnly && s.status === "RUNNING") {
     cards.push(card("control", el("button", { class: "danger", type: "button", id: "stop", onclick: stopExperiment, text: "stop experiment" })));
   }
+  if (!REPORT && !state.readOnly && state.service && (s.status === "STOPPED" || s.status === "FAILED")) {
+    cards.push(card("control", el("button", { type: "button", id: "resume", onclick: resumeExperiment, text: "resume experiment" })));
+  }
   document.getElementById("summary").replaceChildren(...cards);
+}
+
+async function resumeExperiment() {
+  try {
+    await api("/api/experiments/" + enc(X.summary.name) + "/resume", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+    showMessage("queued: the service resumes the experiment as soon as a slot is free");
+  } catch (e) { showMessage(e.message, true); }
 }
 
 async function stopExperiment() {

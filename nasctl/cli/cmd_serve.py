@@ -1,0 +1,49 @@
+"""`nasctl serve`: drive many experiments and serve the dashboard and API, until stopped."""
+
+from __future__ import annotations
+
+import click
+
+from nasctl.cli.cmd_web import LOOPBACK_NAMES, is_loopback
+from nasctl.cli.main import db_option
+from nasctl.errors import BadInputError
+
+
+@click.command("serve")
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--token", envvar="NASCTL_TOKEN", default=None,
+              help="Token every write (submit, stop, resume, cancel) must carry (default: $NASCTL_TOKEN); "
+                   "without one the service is read-only.")
+@click.option("--workdir", default=None, metavar="DIR",
+              help="Trial files of submitted experiments go to DIR/NAME (default: $NASCTL_HOME, else ./nasctl_runs).")
+@click.option("--max-experiments", default=4, show_default=True, type=click.IntRange(1, 1000),
+              help="Experiments driven at once; more wait as QUEUED.")
+def command(db: str | None, host: str, port: int, token: str | None, workdir: str | None,
+            max_experiments: int) -> None:
+    """Run the service: drive every experiment of the database, take over those whose
+    orchestrator died, start submitted ones, and serve the dashboard and API."""
+    import uvicorn
+
+    from nasctl.orchestration.service import default_work_root
+    from nasctl.server import Supervisor, create_service_app
+
+    loopback = is_loopback(host)
+    if not loopback and not token:
+        raise BadInputError(f"--host {host} is reachable from other machines and the service runs submitted code",
+                            "pass --token (or NASCTL_TOKEN), or bind --host 127.0.0.1")
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    url = f"http://{shown}:{port}/"
+    sup = Supervisor(db, workdir or default_work_root(), max_experiments=max_experiments, url=url)
+    sup.start()
+    try:
+        app = create_service_app(sup, token=token, allowed_hosts=[*LOOPBACK_NAMES, host] if loopback else None)
+        click.echo(f"nasctl serve on {url}  (database {sup.store.display_url}, up to {max_experiments} "
+                   f"experiments at once, {len(sup.driven())} driven now)")
+        click.echo("read-only" if not token else "submit/stop/resume/cancel enabled for requests carrying the token")
+        # uvicorn turns SIGTERM and Ctrl-C into a graceful shutdown and returns
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        sup.close()
+        click.echo("nasctl serve stopped; running trials keep running and are re-attached at the next start")

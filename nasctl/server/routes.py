@@ -1,0 +1,167 @@
+"""What `nasctl serve` adds to the dashboard's API: submission, resume, health, metrics.
+
+- `POST /api/experiments` (token): `{"spec": YAML text, "spec_dir": folder the
+  spec's relative paths resolve in, on the server, "name"?, "max_trials"?}`.
+  201 with the queued experiment; 400 for a spec that `nasctl run` would refuse
+  (same one-line message), 409 for a name in use.
+- `POST /api/experiments/{name}/resume` (token): queue a stopped or failed one.
+- `GET /api/service`: the service's host, pid, database, slots, driven experiments.
+- `GET /healthz`: 200 while the supervisor ticks and the database answers, else 503.
+- `GET /metrics`: Prometheus text format (see `metrics_text`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import datetime, timezone
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from nasctl.errors import BadInputError, LeaseError, NasctlError
+from nasctl.server.supervisor import Supervisor
+from nasctl.spec import parse_spec_in
+from nasctl.types import ExperimentStatus, TrialStatus
+from nasctl.web.api import WRITE_RESPONSES, ConflictError, ErrorBody, require_token
+from nasctl.web.app import _status_of
+
+router = APIRouter()
+
+
+def supervisor(request: Request) -> Supervisor:
+    return request.app.state.supervisor  # type: ignore[no-any-return]
+
+
+@router.post("/api/experiments", status_code=201, summary="Submit an experiment spec to the service (token)",
+             responses={**WRITE_RESPONSES, 400: {"model": ErrorBody, "description": "the spec cannot run"}})
+def submit(
+    request: Request,
+    body: Annotated[dict[str, Any], Body()],
+    authorization: Annotated[str | None, Header()] = None,
+    x_nasctl_token: Annotated[str | None, Header()] = None,
+) -> dict[str, Any]:
+    require_token(request, authorization, x_nasctl_token)
+    text, folder = body.get("spec"), body.get("spec_dir") or os.getcwd()
+    if not isinstance(text, str) or not isinstance(folder, str):
+        raise BadInputError("the body needs \"spec\": the spec's YAML text (and \"spec_dir\": a folder)",
+                            "use `nasctl submit SPEC.yaml --server URL`")
+    if not os.path.isdir(folder):
+        raise BadInputError(f"spec_dir {folder} is not a folder on the server",
+                            "submit from a folder the server's machine also has, or use absolute paths")
+    overrides: dict[str, Any] = {}
+    if body.get("name"):
+        overrides["name"] = body["name"]
+    spec = parse_spec_in(text, folder, source=str(body.get("source") or "submitted spec"), overrides=overrides)
+    if body.get("max_trials") is not None:
+        budget = {**spec.budget.model_dump(), "max_trials": body["max_trials"]}
+        spec = parse_spec_in(text, folder, source="submitted spec", overrides={**overrides, "budget": budget})
+    exp = supervisor(request).submit(spec)
+    return {"name": exp.name, "status": exp.status.value, "work_dir": exp.work_dir}
+
+
+@router.post("/api/experiments/{name}/resume", summary="Queue a stopped or failed experiment again (token)",
+             responses=WRITE_RESPONSES)
+def resume(
+    request: Request,
+    name: str,
+    authorization: Annotated[str | None, Header()] = None,
+    x_nasctl_token: Annotated[str | None, Header()] = None,
+) -> dict[str, Any]:
+    require_token(request, authorization, x_nasctl_token)
+    try:
+        exp = supervisor(request).requeue(name)
+    except LeaseError as e:
+        raise ConflictError(e.message, e.hint) from None
+    return {"name": exp.name, "status": exp.status.value}
+
+
+@router.get("/api/service", summary="The service: host, pid, database, slots and what it drives")
+def service_info(request: Request) -> dict[str, Any]:
+    sup = supervisor(request)
+    return {"host": socket.gethostname(), "pid": os.getpid(), "database": sup.store.display_url,
+            "max_experiments": sup.max_experiments, "driven": sup.driven(), "work_root": sup.work_root,
+            "started_at": datetime.fromtimestamp(sup.started_at, timezone.utc).isoformat()}
+
+
+@router.get("/healthz", summary="200 while the service drives and its database answers", include_in_schema=True)
+def healthz(request: Request) -> JSONResponse:
+    sup = supervisor(request)
+    try:
+        sup.store.service_lease()
+    except NasctlError as e:
+        return JSONResponse({"status": "unhealthy", "error": e.message}, status_code=_status_of(e))
+    if not sup.healthy:
+        return JSONResponse({"status": "unhealthy", "error": "the supervisor is not running"}, status_code=503)
+    return JSONResponse({"status": "ok", "driven": len(sup.driven())})
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+def metrics(request: Request) -> PlainTextResponse:
+    return PlainTextResponse(metrics_text(supervisor(request)), media_type="text/plain; version=0.0.4")
+
+
+def metrics_text(sup: Supervisor) -> str:
+    """The service's state in Prometheus text exposition format 0.0.4."""
+    experiments = sup.store.list_experiments()
+    by_state = {s.value: 0 for s in ExperimentStatus}
+    trials = {s.value: 0 for s in TrialStatus}
+    durations: list[float] = []
+    for exp, counts in experiments:
+        by_state[exp.status.value] += 1
+        for k, n in counts.items():
+            trials[k] = trials.get(k, 0) + n
+        if exp.status in (ExperimentStatus.RUNNING, ExperimentStatus.QUEUED) or exp.name in sup.driven():
+            durations += [(t.ended_at - t.started_at).total_seconds() for t in sup.store.list_trials(exp.id)
+                          if t.started_at and t.ended_at and t.status == TrialStatus.COMPLETED]
+    proposals = sup.generation_seconds()
+    leases = sup.store.device_leases()
+    lines = [
+        "# HELP nasctl_experiments Experiments in the database by state.",
+        "# TYPE nasctl_experiments gauge",
+        *[f'nasctl_experiments{{state="{k}"}} {v}' for k, v in by_state.items()],
+        "# HELP nasctl_trials Trials in the database by state.",
+        "# TYPE nasctl_trials gauge",
+        *[f'nasctl_trials{{state="{k}"}} {v}' for k, v in trials.items()],
+        "# HELP nasctl_driven_experiments Experiments this service drives now.",
+        "# TYPE nasctl_driven_experiments gauge",
+        f"nasctl_driven_experiments {len(sup.driven())}",
+        "# HELP nasctl_proposal_seconds Seconds of each proposal since the service started.",
+        "# TYPE nasctl_proposal_seconds summary",
+        *_quantiles("nasctl_proposal_seconds", proposals),
+        "# HELP nasctl_trial_duration_seconds Submission to end of completed trials of active experiments.",
+        "# TYPE nasctl_trial_duration_seconds summary",
+        *_quantiles("nasctl_trial_duration_seconds", durations),
+        "# HELP nasctl_devices_busy Devices (GPUs) leased to running trials, by host.",
+        "# TYPE nasctl_devices_busy gauge",
+        *[f'nasctl_devices_busy{{host="{_label(h)}"}} {n}' for h, n in _busy(leases).items()],
+        "# HELP nasctl_service_start_time_seconds When this service started (Unix time).",
+        "# TYPE nasctl_service_start_time_seconds gauge",
+        f"nasctl_service_start_time_seconds {sup.started_at:.3f}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _quantiles(name: str, values: list[float]) -> list[str]:
+    """Nearest-rank median and p95 over the raw values, with sum and count."""
+    out = []
+    if values:
+        ordered = sorted(values)
+        for q in (0.5, 0.95):
+            out.append(f'{name}{{quantile="{q}"}} {ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.6g}')
+    out += [f"{name}_sum {sum(values):.6g}", f"{name}_count {len(values)}"]
+    return out
+
+
+def _busy(leases: list[Any]) -> dict[str, int]:
+    hosts: dict[str, set[str]] = {}
+    for lease in leases:
+        if lease.trial_status is not None and not lease.trial_status.is_terminal:
+            hosts.setdefault(lease.host, set()).add(lease.device)
+    return {h: len(d) for h, d in hosts.items()}
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
