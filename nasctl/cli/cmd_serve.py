@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import click
 
 from nasctl.cli.cmd_web import LOOPBACK_NAMES, is_loopback
@@ -36,13 +38,21 @@ def command(db: str | None, host: str, port: int, token: str | None, workdir: st
     shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
     url = f"http://{shown}:{port}/"
     sup = Supervisor(db, workdir or default_work_root(), max_experiments=max_experiments, url=url)
+
+    def leave(_signum: int, _frame: object) -> None:
+        raise SystemExit(0)
+
+    # uvicorn turns SIGTERM and Ctrl-C into a graceful shutdown of the server, then
+    # raises the signal again under the handler it found: this one, which ends the
+    # command through `finally`, so the supervisor hands its experiments back
+    signal.signal(signal.SIGTERM, leave)
+    signal.signal(signal.SIGINT, leave)
     sup.start()
     try:
         app = create_service_app(sup, token=token, allowed_hosts=[*LOOPBACK_NAMES, host] if loopback else None)
         click.echo(f"nasctl serve on {url}  (database {sup.store.display_url}, up to {max_experiments} "
                    f"experiments at once, {len(sup.driven())} driven now)")
         click.echo("read-only" if not token else "submit/stop/resume/cancel enabled for requests carrying the token")
-        # uvicorn turns SIGTERM and Ctrl-C into a graceful shutdown and returns
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         sup.close()

@@ -46,6 +46,7 @@ log = logging.getLogger("nasctl.server")
 TICK_SECONDS = 1.0
 SERVICE_STALE_SECONDS = 30.0
 STOP_JOIN_SECONDS = 5.0
+SERVICE_STOPPED = "the service stopped; the next `nasctl serve` on this database takes it over"
 
 
 @dataclass
@@ -105,12 +106,21 @@ class Supervisor:
             drivers = list(self.drivers.values())
         for d in drivers:
             if d.orchestrator is not None:
-                d.orchestrator.request_stop("the service stopped; it resumes the experiment when it starts again")
+                d.orchestrator.request_stop(SERVICE_STOPPED)
         deadline = time.monotonic() + join_seconds
         for d in drivers:
             d.thread.join(max(0.0, deadline - time.monotonic()))
         if self._thread is not None:
             self._thread.join(max(0.0, deadline - time.monotonic()))
+        # what the service was driving stays the service's: RUNNING without an
+        # orchestrator, so the next start takes it over before anything queued
+        for d in drivers:
+            try:
+                exp = self.store.get_experiment(d.name)
+                if exp.status == ExperimentStatus.STOPPED and exp.status_reason == SERVICE_STOPPED:
+                    self.store.set_experiment_status(exp.id, ExperimentStatus.RUNNING, SERVICE_STOPPED)
+            except NasctlError as e:
+                log.warning("could not hand %s back: %s", d.name, e)
         try:
             self.store.release_service_lease(self.owner)
         except NasctlError as e:
@@ -198,14 +208,14 @@ class Supervisor:
 
     def _devices_free(self, exp: ExperimentRecord) -> bool:
         """Are enough devices free on this host for the experiment's first trial?"""
-        spec = spec_from_dict(exp.spec)
-        gpu = spec.trial.resources.gpu
-        if gpu <= 0 or spec.trial.source == "component":
-            return True
         try:
+            spec = spec_from_dict(exp.spec)
+            gpu = spec.trial.resources.gpu
+            if gpu <= 0 or spec.trial.source == "component":
+                return True
             inventory = get_runner(spec.runner.scheduler, spec.runner.cfg).device_inventory()
         except NasctlError:
-            return True  # the driver reports the problem (the experiment fails with it)
+            return True  # its driver meets the problem and fails the experiment with it
         if inventory is None:
             return True
         held = {(lease.device) for lease in self.store.device_leases(host=self.host)

@@ -117,7 +117,7 @@ def test_signal_detaches_and_resume_reattaches(tmp_path: Path, sig: signal.Signa
     wait_running(db, name, 2, proc, hold)
     # a second orchestrator is refused while the first is alive
     second = run_cli("resume", name, "--db", db, cwd=tmp_path)
-    assert second.returncode == 1 and "already being driven by process" in second.stderr, second.stderr
+    assert second.returncode == 2 and "already being driven by process" in second.stderr, second.stderr
     pids = {p.pid for p in trial_processes(name, hold)}
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)

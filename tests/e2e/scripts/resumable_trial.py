@@ -1,6 +1,7 @@
 """A fast trial for crash/resume tests, following the trial contract.
 
-It appends "<trial index>" to $NASCTL_TEST_RUNS (to count real launches), waits
+It appends "<trial index>" to $NASCTL_TEST_RUNS (to count real launches; a
+"{experiment}" in that path is replaced by the experiment's name), waits
 while $NASCTL_TEST_HOLD names an existing file, sleeps $NASCTL_TEST_SLEEP
 seconds, then logs a short `loss` curve and the objectives f1 = x and
 f2 = 1 - sqrt(x) + y (ZDT1-like) at step 3. It avoids importing torch so it starts in ~0.3 s.
@@ -20,7 +21,7 @@ p.add_argument("--x", type=float, required=True)
 p.add_argument("--y", type=float, required=True)
 args = p.parse_args()
 index = os.environ["NASCTL_TRIAL_ID"]
-runs = os.environ.get("NASCTL_TEST_RUNS")
+runs = os.environ.get("NASCTL_TEST_RUNS", "").replace("{experiment}", os.environ.get("NASCTL_EXPERIMENT", ""))
 if runs:
     with open(runs, "a") as f:
         f.write(f"{index}\n")
