@@ -236,10 +236,10 @@ def test_kill_nine_the_service_ten_times(tmp_path: Path, db_kind: str, request: 
     every experiment ends at exactly its budget, each trial ran once, nothing was lost."""
     db = f"sqlite:///{tmp_path / 's.db'}" if db_kind == "sqlite" else request.getfixturevalue("db_url_pg")
     runs = tmp_path / "runs-{experiment}.log"
-    env = {"NASCTL_TEST_RUNS": str(runs), "NASCTL_TEST_SLEEP": "0.8"}
+    env = {"NASCTL_TEST_RUNS": str(runs), "NASCTL_TEST_SLEEP": "0.5"}
     names = ["alpha", "beta", "gamma"]
-    budgets = {"alpha": 8, "beta": 6, "gamma": 6}
-    methods = {"alpha": "auto", "beta": "sobol", "gamma": "auto"}
+    budgets = {"alpha": 6, "beta": 5, "gamma": 5}
+    methods = {"alpha": "auto", "beta": "sobol", "gamma": "sobol"}  # alpha's model-based proposals can be cut
     rng = random.Random(20261125)
     svc = Service(db, tmp_path, env, "--max-experiments", "3")
     services.append(svc)
@@ -249,7 +249,7 @@ def test_kill_nine_the_service_ten_times(tmp_path: Path, db_kind: str, request: 
         assert svc.submit(spec).returncode == 0
     kills = 0
     while kills < 10:
-        time.sleep(rng.uniform(0.5, 4.0))
+        time.sleep(rng.uniform(0.3, 3.0))
         if all(status(db, n)["status"] == "COMPLETED" for n in names):
             break
         svc.kill()
