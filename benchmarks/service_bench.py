@@ -82,9 +82,9 @@ def pct(values: list[float], q: float) -> float:
 class ApiSampler(threading.Thread):
     """GETs the dashboard's endpoints in a loop and keeps each answer's seconds."""
 
-    def __init__(self, base: str, names: list[str]) -> None:
+    def __init__(self, base: str, names: list[str], interval: float) -> None:
         super().__init__(daemon=True)
-        self.base, self.names = base, names
+        self.base, self.names, self.interval = base, names, interval
         self.times: dict[str, list[float]] = {"list": [], "summary": [], "trials": [], "metrics": []}
         self.errors = 0
         self.done = threading.Event()
@@ -104,7 +104,7 @@ class ApiSampler(threading.Thread):
                         ok = False
                     self.times[kind].append(time.perf_counter() - t0)
                     self.errors += not ok
-                self.done.wait(0.2)
+                self.done.wait(self.interval)
 
 
 def main() -> int:
@@ -112,6 +112,9 @@ def main() -> int:
     p.add_argument("--mode", choices=["overhead", "scale"], required=True)
     p.add_argument("--db", default=None, help="database URL (default: a new SQLite file)")
     p.add_argument("--experiments", type=int, default=20)
+    p.add_argument("--api-interval", type=float, default=1.0,
+                   help="seconds between rounds of API requests (one dashboard refreshing once a second)")
+    p.add_argument("--profile", action="store_true", help="record the service with py-spy (if installed)")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     if args.mode == "overhead":
@@ -150,6 +153,10 @@ def run(args: argparse.Namespace, work: Path, db: str, base: str, serve: subproc
             return 1
         time.sleep(0.2)
     proc = psutil.Process(serve.pid)
+    if args.profile:
+        subprocess.Popen(["py-spy", "record", "-p", str(serve.pid), "-d", "40", "-f", "raw", "-o",
+                          str(ROOT / "benchmarks" / "results" / "service_profile.txt")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     names = [f"bench-{i:02d}" for i in range(args.experiments)]
     cpu0 = proc.cpu_times()
     t_submit = time.time()
@@ -160,7 +167,7 @@ def run(args: argparse.Namespace, work: Path, db: str, base: str, serve: subproc
             if r.status_code != 201:
                 print(r.text, file=sys.stderr)
                 return 1
-    sampler = ApiSampler(base, names)
+    sampler = ApiSampler(base, names, args.api_interval)
     sampler.start()
     store = Store(db)
     steady: dict[str, float] = {}

@@ -5,6 +5,7 @@ Third-party runners register under the entry-point group `nasctl.runners`.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Mapping
 from typing import Any
@@ -21,14 +22,22 @@ BUILTIN_RUNNERS: dict[str, str] = {
 
 
 def available_runners() -> dict[str, str]:
+    """Built-in runners and those registered under the `nasctl.runners` entry points."""
+    return dict(_registered())
+
+
+@functools.cache
+def _registered() -> tuple[tuple[str, str], ...]:
     # imported here: every local trial's launcher imports this package, and
-    # importlib.metadata alone would add ~0.1 s to each launch
+    # importlib.metadata alone would add ~0.1 s to each launch; scanning the
+    # entry points costs as much again, so a process (the service builds a runner
+    # per experiment) does it once
     from importlib.metadata import entry_points
 
     found = dict(BUILTIN_RUNNERS)
     for ep in entry_points(group="nasctl.runners"):
         found.setdefault(ep.name, ep.value)
-    return found
+    return tuple(found.items())
 
 
 def get_runner(scheduler: str, cfg: Mapping[str, Any] | None = None) -> Runner:

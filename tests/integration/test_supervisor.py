@@ -1,0 +1,35 @@
+"""The supervisor's queue decisions on a real database (no loops started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nasctl.server.supervisor import Supervisor
+from nasctl.spec import parse_spec
+from nasctl.types import ExperimentStatus, TrialStatus
+
+SPEC = """
+name: {name}
+search_space: {{x: {{type: float, low: 0.0, high: 1.0}}}}
+objectives: {{f: {{goal: minimize}}}}
+budget: {{max_trials: 2}}
+trial: {{script: /bin/true, resources: {{gpu: {gpu}}}}}
+runner: {{scheduler: local_cwd, cfg: {{devices: [0, 1]}}}}
+"""
+
+
+def test_queued_experiments_wait_for_free_devices(tmp_path: Path) -> None:
+    sup = Supervisor(f"sqlite:///{tmp_path / 's.db'}", str(tmp_path / "runs"), max_experiments=2)
+    store = sup.store
+    running = store.create_experiment("holder", {"name": "holder"}, str(tmp_path / "h"))
+    t = store.add_trial(running.id, 0, {"x": 0.1}, "Sobol", "holder-0", str(tmp_path / "h" / "t0"))
+    store.place_devices(sup.host, "elsewhere:1:0", running.id, 0, lambda held: [("0", 0, 1)], lambda _l: False)
+    two = sup.submit(parse_spec(SPEC.format(name="two", gpu=2)))
+    one = sup.submit(parse_spec(SPEC.format(name="one", gpu=1)))
+    cpu = sup.submit(parse_spec(SPEC.format(name="cpu", gpu=0)))
+    assert [e.status for e in (two, one, cpu)] == [ExperimentStatus.QUEUED] * 3
+    assert not sup._devices_free(two)  # device 0 is leased: 1 of 2 free
+    assert sup._devices_free(one) and sup._devices_free(cpu)
+    store.finish_trial(t.id, TrialStatus.COMPLETED, {"f": 1.0})  # its lease ends with it
+    assert sup._devices_free(two)
+    store.close()
