@@ -526,13 +526,21 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Expe
     or `idx:` dataset is resolved against the spec's folder; `trial.model`'s module
     is looked up there (default `model_path`) without being imported."""
     p = Path(path)
+    return parse_spec_in(read_spec_text(p), p.parent, source=str(path), overrides=overrides)
+
+
+def read_spec_text(path: str | Path) -> str:
+    """A spec file's text.
+
+    Raises:
+        SpecError: it does not exist or is not readable UTF-8.
+    """
     try:
-        text = p.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError(f"spec file {path} does not exist", "check the path") from None
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"spec file {path} cannot be read: {e}", "pass a UTF-8 YAML file") from None
-    return parse_spec_in(text, p.parent, source=str(path), overrides=overrides)
 
 
 def parse_spec_in(text: str, folder: str | Path, source: str = "<spec>",

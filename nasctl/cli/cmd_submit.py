@@ -33,13 +33,10 @@ def command(spec_path: str, server: str, token: str | None, name: str | None, ma
             as_json: bool) -> None:
     """Submit SPEC.yaml to `nasctl serve`; prints the experiment's name. Relative paths
     in the spec resolve in the spec's folder on the server's file system."""
+    from nasctl.spec import read_spec_text
+
     p = Path(spec_path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInputError(f"spec file {spec_path} does not exist", "check the path") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInputError(f"spec file {spec_path} cannot be read: {e}", "pass a UTF-8 YAML file") from None
+    text = read_spec_text(p)
     body = {"spec": text, "spec_dir": str(p.resolve().parent), "source": str(spec_path), "name": name,
             "max_trials": max_trials}
     answer = post(server.rstrip("/") + "/api/experiments", body, token)

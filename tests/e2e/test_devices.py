@@ -7,9 +7,7 @@ processes, across a kill -9 and resume, with sharing, and under torchrun."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -19,6 +17,8 @@ import pytest
 
 from nasctl.store import Store
 from tests.conftest import PG_ADMIN, _server_db, run_cli
+from tests.e2e.test_resume import start as start_cli
+from tests.e2e.test_resume import write_spec as resume_spec
 
 pytestmark = pytest.mark.e2e
 SCRIPT = Path(__file__).parent / "scripts" / "device_trial.py"
@@ -31,22 +31,12 @@ def db_url_pg() -> Iterator[str]:
 
 def write_spec(tmp_path: Path, name: str, *, gpu: int, max_trials: int, parallelism: int,
                cfg: str = "{}", preload: str = "null") -> Path:
-    spec = tmp_path / f"{name}.yaml"
-    spec.write_text(
-        f"name: {name}\n"
-        "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
-        "objectives: {f1: {goal: minimize, threshold: 1.1}, f2: {goal: minimize, threshold: 2.1}}\n"
-        f"budget: {{max_trials: {max_trials}, parallelism: {parallelism}, max_failures: 0}}\n"
-        f"trial: {{script: {SCRIPT}, resources: {{gpu: {gpu}}}, preload: {preload}}}\n"
-        f"runner: {{scheduler: local_cwd, cfg: {cfg}}}\n"
-        f"optimizer: {{method: sobol, seed: {len(name)}}}\n"
-    )
-    return spec
+    return resume_spec(tmp_path, name, max_trials=max_trials, parallelism=parallelism, initial=max_trials,
+                       script=SCRIPT, trial=f"resources: {{gpu: {gpu}}}, preload: {preload}", runner=cfg)
 
 
 def start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "nasctl", *args, "--json"], cwd=cwd, env={**os.environ, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_cli([*args, "--json"], cwd, env)
 
 
 def records(path: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -106,7 +96,9 @@ def test_a_trial_without_free_devices_waits_and_shows_it(tmp_path: Path) -> None
     db = f"sqlite:///{tmp_path / 'n.db'}"
     log = tmp_path / "devices.jsonl"
     spec = write_spec(tmp_path, "waits", gpu=2, max_trials=2, parallelism=2, cfg="{devices: [0, 1]}")
-    proc = start(["run", str(spec), "--db", db], tmp_path, {"NASCTL_TEST_DEVICES": str(log), "NASCTL_TEST_SLEEP": "4"})
+    hold = tmp_path / "hold"
+    hold.touch()
+    proc = start(["run", str(spec), "--db", db], tmp_path, {"NASCTL_TEST_DEVICES": str(log), "NASCTL_TEST_HOLD": str(hold)})
     deadline = time.monotonic() + 120
     status: dict = {}  # type: ignore[type-arg]
     while time.monotonic() < deadline and proc.poll() is None:
@@ -122,6 +114,7 @@ def test_a_trial_without_free_devices_waits_and_shows_it(tmp_path: Path) -> None
     assert sorted(r["waiting_for_devices"] for r in rows.values()) == [False, True]
     text = run_cli("status", "waits", "--db", db)
     assert "1 waiting for devices" in text.stdout and "0,1" in text.stdout
+    hold.unlink()
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert [r["visible"] for r in records(log)] == ["0,1", "0,1"]

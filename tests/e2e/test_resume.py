@@ -24,14 +24,17 @@ SCRIPT = Path(__file__).parent / "scripts" / "resumable_trial.py"
 
 
 def write_spec(tmp_path: Path, name: str, max_trials: int = 4, parallelism: int = 2, method: str = "sobol",
-               initial: int = 4) -> Path:
+               initial: int = 4, script: Path = SCRIPT, trial: str = "", runner: str = "{}") -> Path:
+    """A two-objective spec over x, y in [0, 1] whose trials run `script`; `trial`
+    adds keys to the trial section, `runner` is local_cwd's cfg."""
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(
         f"name: {name}\n"
         "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
         "objectives: {f1: {goal: minimize, threshold: 1.1}, f2: {goal: minimize, threshold: 2.1}}\n"
         f"budget: {{max_trials: {max_trials}, parallelism: {parallelism}, max_failures: 0}}\n"
-        f"trial: {{script: {SCRIPT}}}\n"
+        f"trial: {{script: {script}{', ' + trial if trial else ''}}}\n"
+        f"runner: {{scheduler: local_cwd, cfg: {runner}}}\n"
         f"optimizer: {{method: {method}, initial_trials: {initial}, seed: 7}}\n"
     )
     return spec

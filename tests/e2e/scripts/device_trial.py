@@ -4,7 +4,7 @@ Every process of the trial (one, or one per rank under torch.distributed.run)
 appends one JSON line to $NASCTL_TEST_DEVICES: experiment, trial index, its
 CUDA_VISIBLE_DEVICES, LOCAL_RANK, pid, and start and end times. The trial holds
 its devices for $NASCTL_TEST_SLEEP + $NASCTL_TEST_SCALE * x seconds (default
-0.2 + x), then the first process
+0.2 + x; first waiting while $NASCTL_TEST_HOLD names a file), then the first process
 logs f1 = x and f2 = 1 - x + y at step 1. No torch import: it starts in ~0.3 s.
 """
 
@@ -18,6 +18,9 @@ p = argparse.ArgumentParser()
 p.add_argument("--x", type=float, required=True)
 p.add_argument("--y", type=float, required=True)
 args = p.parse_args()
+hold = os.environ.get("NASCTL_TEST_HOLD")
+while hold and os.path.exists(hold):  # held until the test lets it go
+    time.sleep(0.05)
 time.sleep(float(os.environ.get("NASCTL_TEST_SLEEP", "0.2")) + float(os.environ.get("NASCTL_TEST_SCALE", "1")) * args.x)
 rank = int(os.environ.get("LOCAL_RANK", "0"))
 if rank == 0:
