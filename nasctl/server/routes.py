@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from nasctl.errors import BadInputError, LeaseError, NasctlError
 from nasctl.server.supervisor import Supervisor
 from nasctl.spec import parse_spec_in
+from nasctl.store import queries
 from nasctl.types import ExperimentStatus, TrialStatus
 from nasctl.web.api import WRITE_RESPONSES, ConflictError, ErrorBody, require_token
 from nasctl.web.app import _status_of
@@ -107,14 +108,15 @@ def metrics_text(sup: Supervisor) -> str:
     experiments = sup.store.list_experiments()
     by_state = {s.value: 0 for s in ExperimentStatus}
     trials = {s.value: 0 for s in TrialStatus}
-    durations: list[float] = []
+    driven = set(sup.driven())
+    active = []
     for exp, counts in experiments:
         by_state[exp.status.value] += 1
         for k, n in counts.items():
             trials[k] = trials.get(k, 0) + n
-        if exp.status in (ExperimentStatus.RUNNING, ExperimentStatus.QUEUED) or exp.name in sup.driven():
-            durations += [(t.ended_at - t.started_at).total_seconds() for t in sup.store.list_trials(exp.id)
-                          if t.started_at and t.ended_at and t.status == TrialStatus.COMPLETED]
+        if exp.status in (ExperimentStatus.RUNNING, ExperimentStatus.QUEUED) or exp.name in driven:
+            active.append(exp.id)
+    durations = queries.completed_durations(sup.store, active)
     proposals = sup.generation_seconds()
     leases = sup.store.device_leases()
     lines = [

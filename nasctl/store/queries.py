@@ -330,3 +330,19 @@ def log_scale_metrics(store: Store, experiment_id: int) -> list[str]:
     a model, or when the latest model has none)."""
     (latest,) = store.events(experiment_id, kinds=[LOG_SCALE], newest=True, limit=1) or (None,)
     return list((latest.data or {}).get("metrics", [])) if latest is not None else []
+
+
+@retrying
+def completed_durations(store: Store, experiment_ids: Iterable[int]) -> list[float]:
+    """Seconds from submission to end of the COMPLETED trials of these experiments
+    (two columns read, not whole trial records: the service's /metrics)."""
+    ids = list(experiment_ids)
+    if not ids:
+        return []
+    with store._session() as s:  # noqa: SLF001
+        rows = s.execute(
+            select(TrialRow.started_at, TrialRow.ended_at).where(
+                TrialRow.experiment_id.in_(ids), TrialRow.status == TrialStatus.COMPLETED.value,
+                TrialRow.started_at.is_not(None), TrialRow.ended_at.is_not(None))
+        ).all()
+    return [(end - start).total_seconds() for start, end in rows if start is not None and end is not None]

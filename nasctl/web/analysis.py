@@ -124,7 +124,10 @@ def refresh(store: Store, experiment: ExperimentRecord, previous: ExperimentAnal
 class AnalysisCache:
     """Thread-safe cache of `ExperimentAnalysis` by experiment name, keyed by change cursor."""
 
-    def __init__(self, store: Store, max_entries: int = 16) -> None:
+    def __init__(self, store: Store, max_entries: int = 64) -> None:
+        # the experiment list walks every experiment in turn: a bound below their
+        # number evicts each entry before it is asked for again, and every request
+        # then recomputes them all (20 running experiments of `nasctl serve`)
         self.store = store
         self.max_entries = max_entries
         self._lock = threading.Lock()
