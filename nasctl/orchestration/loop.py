@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import timezone
 from typing import Any
 
-from nasctl.errors import MetricsError, RunnerError
+from nasctl.errors import MetricsError, NotFoundError, RunnerError
 from nasctl.metrics import TRIAL_INFO_FILE, MetricSummary
 from nasctl.metrics.tensorboard import TensorBoardReader
 from nasctl.orchestration import failpoints
@@ -63,6 +63,8 @@ LEASE_STALE_SECONDS = 30.0
 HEARTBEAT_SECONDS = 5.0
 REQUEST_POLL_SECONDS = 1.0
 MAX_TRIAL_INFO_BYTES = 64_000
+CANCEL_IGNORED_EVENT = "cancel_ignored"
+"""Event kind: a cancel request came for a trial that had already ended."""
 
 
 def owner_id() -> str:
@@ -415,6 +417,18 @@ class Orchestrator:
                         self._ready.remove(rec)
                         self._counts[TrialStatus.CANDIDATE.value] -= 1
                         self._finish(rec, TrialStatus.ABANDONED, reason="cancelled on request")
+                        break
+                else:
+                    self._cancel_too_late(ev.trial_index)
+
+    def _cancel_too_late(self, index: int) -> None:
+        """A cancel request for a trial that is no longer running or waiting: say so in the audit trail."""
+        try:
+            why = f"it had already ended {self.store.get_trial(self.exp.id, index).status.value}"
+        except NotFoundError:
+            why = "no such trial"
+        self.store.add_event(self.exp.id, CANCEL_IGNORED_EVENT, f"cancel of trial {index} ignored: {why}",
+                             trial_index=index)
 
     def _budget_spent(self) -> bool:
         return self._created >= self.spec.budget.max_trials and not self._ready and self.gen.pending_request is None

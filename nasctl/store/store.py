@@ -440,13 +440,18 @@ class Store:
             s.add(EventRow(experiment_id=experiment_id, time=now, kind="status", message=msg))
 
     @retrying
-    def set_work_dir(self, experiment_id: int, work_dir: str) -> None:
-        """Move where new trials of the experiment put their files."""
+    def set_work_dir(self, experiment_id: int, work_dir: str) -> bool:
+        """Move where new trials of the experiment put their files, with a `moved`
+        event; True if it moved, False (and no event) if it already was `work_dir`."""
         with self._session() as s:
-            s.execute(update(ExperimentRow).where(ExperimentRow.id == experiment_id)
-                      .values(work_dir=work_dir, updated_at=utcnow()))
+            res = s.execute(update(ExperimentRow)
+                            .where(ExperimentRow.id == experiment_id, ExperimentRow.work_dir != work_dir)
+                            .values(work_dir=work_dir, updated_at=utcnow()))
+            if not res.rowcount:  # type: ignore[attr-defined]
+                return False
             s.add(EventRow(experiment_id=experiment_id, time=utcnow(), kind="moved",
                            message=f"trial files now go to {work_dir}"))
+            return True
 
     @retrying
     def acquire_lease(

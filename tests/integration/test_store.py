@@ -96,6 +96,17 @@ def test_lease(db_url: str) -> None:
     store.close()
 
 
+def test_set_work_dir_records_a_move_only_when_it_moves(db_url: str) -> None:
+    store = Store(db_url, create=True)
+    exp = store.create_experiment("e", {}, "/tmp/e")
+    assert store.set_work_dir(exp.id, "/tmp/e") is False  # where it already was: no event
+    assert store.set_work_dir(exp.id, "/data/e") is True
+    assert store.set_work_dir(exp.id, "/data/e") is False
+    assert store.get_experiment("e").work_dir == "/data/e"
+    assert [e.message for e in store.events(exp.id, kinds=["moved"])] == ["trial files now go to /data/e"]
+    store.close()
+
+
 def test_fresh_database_is_created_at_head(db_url: str) -> None:
     store = Store(db_url, create=True)
     assert migrate.current_revision(store.engine) == migrate.head_revision()
