@@ -243,3 +243,86 @@ def test_summary_shows_the_optimizers_log_scale_state(tmp_path: Path) -> None:
     assert client.get("/api/experiments/other").json()["log_scale"] == []
     store.add_event(exp.id, queries.LOG_SCALE, "optimizer: modelling size back on its own scale", data={"metrics": []})
     assert client.get("/api/experiments/logged").json()["log_scale"] == []
+
+
+def test_error_answers_match_the_published_schema(tmp_path: Path) -> None:
+    """422 items carry `type` (as the OpenAPI schema's ValidationError requires); a body
+    that is not JSON, or not even UTF-8, and an unknown route answer {"error", "hint"}."""
+    store = Store(f"sqlite:///{tmp_path / 'e.db'}", create=True)
+    add_synthetic(store, "e", 4, finish=False)
+    c = TestClient(create_app(store, token=TOKEN))
+    r = c.get("/api/experiments/e/trials", params={"limit": 0})
+    assert r.status_code == 422
+    assert r.json()["detail"] == [{"loc": ["query", "limit"], "msg": "Input should be greater than or equal to 1",
+                                   "type": "greater_than_equal"}]
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    for body in (b"{not json", b"\xff\xfe\xfd"):
+        r = c.post("/api/experiments/e/stop", content=body, headers=headers)
+        assert r.status_code == 400 and set(r.json()) == {"error", "hint"}, r.text
+        assert "JSON" in r.json()["hint"]
+    assert queries.requests_after(store, store.get_experiment("e").id) == []  # nothing was recorded
+    r = c.get("/api/no/such/route")
+    assert r.status_code == 404 and set(r.json()) == {"error", "hint"}
+
+
+def test_an_empty_filter_filters_nothing(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'f.db'}", create=True)
+    add_synthetic(store, "f", 9)
+    c = TestClient(create_app(store))
+    everything = c.get("/api/experiments/f/trials").json()
+    r = c.get("/api/experiments/f/trials", params={"where": ""})
+    assert r.status_code == 200 and r.json() == everything and everything["total"] == 9
+    r = c.get("/api/experiments/f/trials", params={"where": ["", "acc >= 0.5"]})
+    assert r.status_code == 200 and 0 < r.json()["total"] < 9
+
+
+def test_log_confinement_is_by_folder_not_by_name_prefix(tmp_path: Path) -> None:
+    """`work2/` beside `work/` shares its name as a prefix but is outside it."""
+    from nasctl.errors import BadInputError
+    from nasctl.web.logs import confined_path, tail
+
+    work, work2 = tmp_path / "work", tmp_path / "work2"
+    work.mkdir()
+    work2.mkdir()
+    (work2 / "x.log").write_text("next door\n")
+    (work / "x.log").write_text("inside\n")
+    assert tail(str(work), str(work / "x.log"), 5) == "inside"
+    for path in (str(work2 / "x.log"), "../work2/x.log", str(work2)):
+        with pytest.raises(BadInputError, match="outside the experiment's directory"):
+            confined_path(str(work), path)
+
+
+def test_nasctl_web_on_loopback_refuses_a_foreign_host_header(tmp_path: Path) -> None:
+    """The real `nasctl web` (default --host 127.0.0.1) answers its own names and refuses
+    others (DNS rebinding: a page on evil.example resolving to 127.0.0.1)."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from tests.web.conftest import env, free_port
+
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    add_synthetic(Store(url, create=True), "h", 2)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "nasctl", "web", "--db", url, "--port", str(port)],
+                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(base + "/api/info", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, "nasctl web did not start"
+                time.sleep(0.2)
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", "127.0.0.1"):
+            assert httpx.get(base + "/api/info", headers={"Host": host}, timeout=5).status_code == 200, host
+        for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.evil.example:{port}"):
+            r = httpx.get(base + "/api/experiments", headers={"Host": host}, timeout=5)
+            assert r.status_code == 400 and "experiments" not in r.text, (host, r.text)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
