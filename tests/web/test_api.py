@@ -326,3 +326,38 @@ def test_nasctl_web_on_loopback_refuses_a_foreign_host_header(tmp_path: Path) ->
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_a_dashboard_without_a_token_refuses_writes(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'ro.db'}", create=True)
+    add_synthetic(store, "ro", 3, finish=False)
+    c = TestClient(create_app(store))
+    assert c.get("/api/info").json()["read_only"] is True
+    for path in ("/api/experiments/ro/stop", "/api/experiments/ro/trials/0/cancel"):
+        r = c.post(path, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 403 and "read-only" in r.json()["error"] and "--token" in r.json()["hint"]
+    assert queries.requests_after(store, store.get_experiment("ro").id) == []
+
+
+@pytest.mark.parametrize(("host", "refuses"), [("127.0.0.1", True), ("localhost", True), ("::1", True),
+                                               ("0.0.0.0", False), ("192.0.2.7", False)])
+def test_nasctl_web_guards_the_host_header_when_bound_to_loopback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str, refuses: bool) -> None:
+    """The app `nasctl web --host H` builds (what uvicorn would serve, checked in process)."""
+    import uvicorn
+    from click.testing import CliRunner
+
+    from nasctl.cli.cmd_web import command
+
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    add_synthetic(Store(url, create=True), "g", 2)
+    served: dict[str, object] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    res = CliRunner().invoke(command, ["--db", url, "--host", host, "--port", "8123"])
+    assert res.exit_code == 0, res.output
+    assert served["host"] == host and served["port"] == 8123
+    c = TestClient(served["app"], base_url="http://127.0.0.1:8123")  # type: ignore[arg-type]
+    assert c.get("/api/info", headers={"Host": f"{host if ':' not in host else f'[{host}]'}:8123"}).status_code == 200
+    assert c.get("/api/info", headers={"Host": "localhost:8123"}).status_code == 200
+    foreign = c.get("/api/experiments", headers={"Host": "evil.example"})
+    assert foreign.status_code == (400 if refuses else 200)
