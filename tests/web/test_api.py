@@ -356,8 +356,29 @@ def test_nasctl_web_guards_the_host_header_when_bound_to_loopback(
     res = CliRunner().invoke(command, ["--db", url, "--host", host, "--port", "8123"])
     assert res.exit_code == 0, res.output
     assert served["host"] == host and served["port"] == 8123
+    shown = f"[{host}]" if ":" in host else host
+    assert f"nasctl dashboard on http://{shown}:8123/" in res.output and "read-only" in res.output
+    assert ("reachable from other machines" in res.output) is not refuses
     c = TestClient(served["app"], base_url="http://127.0.0.1:8123")  # type: ignore[arg-type]
     assert c.get("/api/info", headers={"Host": f"{host if ':' not in host else f'[{host}]'}:8123"}).status_code == 200
     assert c.get("/api/info", headers={"Host": "localhost:8123"}).status_code == 200
     foreign = c.get("/api/experiments", headers={"Host": "evil.example"})
     assert foreign.status_code == (400 if refuses else 200)
+
+
+def test_nasctl_web_defaults_and_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+    from click.testing import CliRunner
+
+    from nasctl.cli.cmd_web import command
+
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    add_synthetic(Store(url, create=True), "d", 2, finish=False)
+    served: dict[str, object] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    res = CliRunner().invoke(command, ["--db", url], env={"NASCTL_WEB_TOKEN": TOKEN})
+    assert res.exit_code == 0, res.output
+    assert (served["host"], served["port"]) == ("127.0.0.1", 8080)  # loopback and port 8080 unless told
+    assert "stop/cancel enabled for requests carrying the token" in res.output and "read-only" not in res.output
+    c = TestClient(served["app"], base_url="http://127.0.0.1:8080")  # type: ignore[arg-type]
+    assert c.post("/api/experiments/d/stop", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
