@@ -191,3 +191,20 @@ def test_a_cancel_after_the_trial_finished_is_recorded_as_ignored(tmp_path: Path
     (ev,) = store.events(exp.id, kinds=[loop.CANCEL_IGNORED_EVENT])
     assert ev.trial_index == 0 and ev.message == "cancel of trial 0 ignored: it had already ended COMPLETED"
     assert store.get_trial(exp.id, 0).status == TrialStatus.COMPLETED
+
+
+def test_a_recorded_candidate_is_submitted_once_on_resume(tmp_path: Path, runners: list[LocalRunner]) -> None:
+    """A CANDIDATE recorded before a crash, never submitted, is submitted by the
+    resumed loop, once; the summary's counts add up to the trials stored."""
+    store, exp, spec = _setup(tmp_path, max_trials=1)
+    store.add_trial(exp.id, 0, {"x": 0.4, "s": 0.0}, "list", job_name(exp.name, 0), trial_dir(exp.work_dir, 0))
+    runner = CountingRunner()
+    runners.append(runner)
+    orch = Orchestrator(store, exp, spec, runner, CandidateGenerator(lambda: FromIndex([], 1)),
+                        poll_interval=0.05, metrics_interval=0.1)
+    summary = orch.run()
+    assert runner.submitted == ["r-0"]
+    assert summary.status == ExperimentStatus.COMPLETED and summary.reattached == 0
+    assert summary.counts == {**{s.value: 0 for s in TrialStatus}, "COMPLETED": 1}
+    resumed = [e.message for e in store.events(exp.id, kinds=["resumed"])]
+    assert resumed == ["resumed with 1 trials: 0 re-attached, 1 recorded candidates to submit"]

@@ -382,3 +382,4 @@ def test_nasctl_web_defaults_and_token(tmp_path: Path, monkeypatch: pytest.Monke
     assert "stop/cancel enabled for requests carrying the token" in res.output and "read-only" not in res.output
     c = TestClient(served["app"], base_url="http://127.0.0.1:8080")  # type: ignore[arg-type]
     assert c.post("/api/experiments/d/stop", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    assert "[default: 127.0.0.1]" in CliRunner().invoke(command, ["--help"]).output
