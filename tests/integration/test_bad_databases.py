@@ -156,3 +156,11 @@ def test_read_only_file_is_refused(tmp_path: Path) -> None:
             subprocess.run(["chattr", "-i", str(db)], check=True)
         db.chmod(0o644)
     assert _digest(db) == before
+
+
+def test_a_folder_as_the_database_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    err = _one_line_error(run_cli("ls", "--db", f"sqlite:///{folder}"))
+    assert f"--db {folder} is a folder, not a database file" in err and f"sqlite:///{folder / 'nasctl.db'}" in err
+    assert list(folder.iterdir()) == []

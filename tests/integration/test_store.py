@@ -93,6 +93,13 @@ def test_lease(db_url: str) -> None:
     assert store.get_experiment("e").lease_owner == "host:2"
     store.release_lease(exp.id, "host:2")
     assert store.get_experiment("e").lease_owner is None
+    # one owner driving two experiments (one process, several loops): each lease is its own
+    other = store.create_experiment("f", {}, "/tmp/f")
+    for e in (exp, other):
+        store.acquire_lease(e.id, "host:3", stale_after=60)
+    store.release_lease(exp.id, "host:3")
+    assert store.get_experiment("e").lease_owner is None and store.get_experiment("f").lease_owner == "host:3"
+    assert store.heartbeat(other.id, "host:3") is True and store.heartbeat(exp.id, "host:3") is False
     store.close()
 
 

@@ -208,3 +208,27 @@ def test_a_recorded_candidate_is_submitted_once_on_resume(tmp_path: Path, runner
     assert summary.counts == {**{s.value: 0 for s in TrialStatus}, "COMPLETED": 1}
     resumed = [e.message for e in store.events(exp.id, kinds=["resumed"])]
     assert resumed == ["resumed with 1 trials: 0 re-attached, 1 recorded candidates to submit"]
+
+
+def test_a_late_cancel_leaves_the_waiting_candidates_alone(tmp_path: Path, runners: list[LocalRunner]) -> None:
+    """Trial 0 has ended, trial 1 runs, trial 2 waits for a slot: a cancel of trial 0
+    is ignored (and said so) and does not touch trial 2."""
+    store, exp, spec = _setup(tmp_path, max_trials=3, parallelism=1)
+    runner = LocalRunner()
+    runners.append(runner)
+    points = [{"x": 0.1, "s": 0.0}, {"x": 0.2, "s": 120.0}, {"x": 0.3, "s": 0.0}]
+    orch = Orchestrator(store, exp, spec, runner, CandidateGenerator(lambda: ListOptimizer(points, [])),
+                        poll_interval=0.05, metrics_interval=0.1, lookahead=1)
+    thread, result = _run_in_thread(orch)
+    try:
+        _wait("trial 1 to run and trial 2 to wait", lambda: [t.status for t in store.list_trials(exp.id)] == [
+            TrialStatus.COMPLETED, TrialStatus.RUNNING, TrialStatus.CANDIDATE])
+        queries.request_cancel(store, exp.id, 0, "too late")
+        _wait("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[loop.CANCEL_IGNORED_EVENT])))
+        assert store.get_trial(exp.id, 2).status == TrialStatus.CANDIDATE
+    finally:
+        queries.request_stop(store, exp.id, "test over", cancel=True)
+        thread.join(60)
+    assert result["summary"].status == ExperimentStatus.STOPPED
+    assert [t.status for t in store.list_trials(exp.id)] == [TrialStatus.COMPLETED, TrialStatus.ABANDONED,
+                                                              TrialStatus.ABANDONED]
