@@ -198,6 +198,7 @@ def test_a_recorded_candidate_is_submitted_once_on_resume(tmp_path: Path, runner
     resumed loop, once; the summary's counts add up to the trials stored."""
     store, exp, spec = _setup(tmp_path, max_trials=1)
     store.add_trial(exp.id, 0, {"x": 0.4, "s": 0.0}, "list", job_name(exp.name, 0), trial_dir(exp.work_dir, 0))
+    os.makedirs(trial_dir(exp.work_dir, 0))  # the crash came after its folder was made, before the submit
     runner = CountingRunner()
     runners.append(runner)
     orch = Orchestrator(store, exp, spec, runner, CandidateGenerator(lambda: FromIndex([], 1)),
