@@ -227,9 +227,14 @@ def test_a_late_cancel_leaves_the_waiting_candidates_alone(tmp_path: Path, runne
         queries.request_cancel(store, exp.id, 0, "too late")
         _wait("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[loop.CANCEL_IGNORED_EVENT])))
         assert store.get_trial(exp.id, 2).status == TrialStatus.CANDIDATE
+        # a cancel of the waiting candidate itself takes it out, and is not reported as ignored
+        queries.request_cancel(store, exp.id, 2, "not needed")
+        _wait("trial 2 to be abandoned", lambda: store.get_trial(exp.id, 2).status == TrialStatus.ABANDONED)
     finally:
         queries.request_stop(store, exp.id, "test over", cancel=True)
         thread.join(60)
     assert result["summary"].status == ExperimentStatus.STOPPED
     assert [t.status for t in store.list_trials(exp.id)] == [TrialStatus.COMPLETED, TrialStatus.ABANDONED,
                                                               TrialStatus.ABANDONED]
+    assert [e.trial_index for e in store.events(exp.id, kinds=[loop.CANCEL_IGNORED_EVENT])] == [0]
+    assert store.get_trial(exp.id, 2).failure_reason == "cancelled on request"
