@@ -74,7 +74,7 @@ def test_disk_full_stops_cleanly_and_resume_finishes(tmp_path: Path, small_disk:
     assert proc.returncode == 1, err  # stopped, not completed
     summary = json.loads(out)["summary"]
     assert summary["status"] == "STOPPED", summary
-    assert f"the work directory {small_disk / name} is full" in summary["reason"]
+    assert f"the work directory {small_disk / name} is full (0.0 MiB free, no space left on device)" in summary["reason"]
     assert f"nasctl resume {name}" in summary["reason"]
 
     trials = json.loads(run_cli("trials", name, "--db", db, "--json").stdout)
