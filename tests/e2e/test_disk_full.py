@@ -78,13 +78,15 @@ def test_disk_full_stops_cleanly_and_resume_finishes(tmp_path: Path, small_disk:
     assert f"nasctl resume {name}" in summary["reason"]
 
     trials = json.loads(run_cli("trials", name, "--db", db, "--json").stdout)
-    by_status: dict[str, list[int]] = {}
+    status = {t["index"]: t["status"] for t in trials}
+    # the loop stops at the first launch it would make onto the full disk: trial 0 or 1
+    # has failed by then; the other has failed too, or its end is not collected yet
+    # (it is left RUNNING for the resume to re-attach)
+    assert {status[0], status[1]} <= {"FAILED", "RUNNING"} and "FAILED" in {status[0], status[1]}, status
+    assert all(s == "CANDIDATE" for i, s in status.items() if i >= 2), status
     for t in trials:
-        by_status.setdefault(t["status"], []).append(t["index"])
-    assert by_status.get("FAILED") == [0, 1], by_status
-    for t in trials[:2]:
-        assert "no space left on device" in t["failure_reason"], t["failure_reason"]
-    assert "RUNNING" not in by_status and "COMPLETED" not in by_status
+        if t["status"] == "FAILED":
+            assert "no space left on device" in t["failure_reason"], t["failure_reason"]
     assert sorted(runs.read_text().split()) == ["0", "1"]  # nothing was launched onto the full disk
     with sqlite3.connect(db_file) as c:
         assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
@@ -94,5 +96,5 @@ def test_disk_full_stops_cleanly_and_resume_finishes(tmp_path: Path, small_disk:
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["summary"]["status"] == "COMPLETED"
     trials = json.loads(run_cli("trials", name, "--db", db, "--json").stdout)
-    assert [t["status"] for t in trials] == ["FAILED", "FAILED", "COMPLETED", "COMPLETED"]
+    assert [t["status"] for t in trials] == ["FAILED", "FAILED", "COMPLETED", "COMPLETED"], trials
     assert sorted(runs.read_text().split()) == ["0", "1", "2", "3"]  # each trial launched once
