@@ -33,7 +33,8 @@ tree = ast.parse(open(path).read())
 out = []
 for node in ast.walk(tree):
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
-        out.append((path.split("/")[-1], node.lineno, node.end_lineno))
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])  # decorators count
+        out.append((path.split("/")[-1], first, node.end_lineno))
 print(out)
 PY
 }
@@ -53,7 +54,8 @@ EOF
     (cd "$dir" && rm -f "$area.sqlite" && "$CR_VENV/bin/cosmic-ray" init cr.toml "$area.sqlite")
     "$PY" - "$dir/$area.sqlite" "$ranges" "$sample" <<'PY'
 import ast, random, sqlite3, sys
-db, ranges, n = sys.argv[1], ast.literal_eval(sys.argv[2]), int(sys.argv[3])
+db, n = sys.argv[1], int(sys.argv[3])
+ranges = ast.literal_eval(sys.argv[2].replace("] + [", ", "))  # the lists of each module, joined
 c = sqlite3.connect(db)
 rows = c.execute("select job_id, module_path, start_pos_row from mutation_specs").fetchall()
 inside = [j for j, m, r in rows if any(m.endswith(f) and a <= r <= b for f, a, b in ranges)]
@@ -66,13 +68,16 @@ c.commit()
 PY
 }
 
+# the heartbeat check inside run(): its 4 lines, not the whole method
+BEAT=$(grep -n "if now - last_beat >= HEARTBEAT_SECONDS:" "$ROOT/nasctl/orchestration/loop.py" | cut -d: -f1)
+
 setup store '"nasctl/store/store.py"' \
     "tests/integration/test_store.py::test_lease tests/integration/test_store.py::test_set_work_dir_records_a_move_only_when_it_moves tests/integration/test_store.py::test_missing_sqlite_file_is_not_created_by_readers tests/unit/test_loop_resume.py::test_an_orchestrator_that_lost_its_lease_stops tests/integration/test_bad_databases.py" \
     "$(ranges "$ROOT/nasctl/store/store.py" _check_sqlite_path _not_sqlite set_work_dir acquire_lease heartbeat release_lease)" \
     "$SAMPLE_STORE"
 setup loop '"nasctl/orchestration/loop.py"' \
     "tests/unit/test_loop_resume.py tests/e2e/test_disk_full.py" \
-    "$(ranges "$ROOT/nasctl/orchestration/loop.py" _load_existing _attach_running _check_requests _cancel_too_late _disk_full _dispatch)" \
+    "$(ranges "$ROOT/nasctl/orchestration/loop.py" _load_existing _attach_running _check_requests _cancel_too_late _disk_full _dispatch) + [('loop.py', $BEAT, $((BEAT + 3)))]" \
     "$SAMPLE_LOOP"
 setup web '["nasctl/web/api.py", "nasctl/web/logs.py", "nasctl/cli/cmd_web.py"]' \
     "tests/web/test_api.py::test_writes_need_the_token_and_record_requests tests/web/test_api.py::test_a_dashboard_without_a_token_refuses_writes tests/web/test_api.py::test_nasctl_web_guards_the_host_header_when_bound_to_loopback tests/web/test_api.py::test_nasctl_web_on_loopback_refuses_a_foreign_host_header tests/web/test_api.py::test_logs_cannot_be_read_outside_the_work_dir tests/web/test_api.py::test_log_confinement_is_by_folder_not_by_name_prefix" \
