@@ -469,7 +469,7 @@ def _one_line_errors(e: ValidationError, source: str) -> str:
         loc = re.sub(r"\.(int|float|choice|fixed)(?=\.|$)", "", loc)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; see the README for the spec format)"
+            msg = "unknown key (check the spelling)"  # the error's hint names the README
         elif err["type"] == "union_tag_invalid":
             msg = "type must be one of int, float, choice, fixed"
         elif err["type"] == "union_tag_not_found":

@@ -15,13 +15,18 @@ from nasctl.cli.main import db_option
 @db_option
 def command(name: str, fmt: str, out: str | None, db: str | None) -> None:
     """Export an experiment's trials (parameters, metrics, states)."""
+    from nasctl.errors import BadInputError
     from nasctl.orchestration.service import export
     from nasctl.store import Store
 
     text = export(Store(db), name, fmt)
     if out:
-        with open(out, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        try:
+            with open(out, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+        except OSError as e:
+            raise BadInputError(f"cannot write --out {out}: {e.strerror}",
+                                "pass a file in a folder that exists and is writable") from None
         click.echo(f"wrote {out}", err=True)
     else:
         click.echo(text, nl=not text.endswith("\n"))

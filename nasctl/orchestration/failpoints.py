@@ -11,6 +11,8 @@ write-ahead guarantees matter:
 - `after_record_running`: the handle is stored.
 - `after_finish_trial`: a trial's result is stored, the optimizer not yet told.
 - `during_generation`: the optimizer is fitting its model.
+- `before_schema_commit`: every migration of `nasctl db upgrade` (or of the
+  first-time schema creation) ran, the transaction is not yet committed.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 from datetime import timezone
 from typing import Any
 
-from nasctl.errors import MetricsError, RunnerError, SpecError
+from nasctl.errors import MetricsError, NotFoundError, RunnerError, SpecError
 from nasctl.metrics import TRIAL_INFO_FILE, MetricSummary
 from nasctl.metrics.tensorboard import TensorBoardReader
 from nasctl.orchestration import failpoints
@@ -67,6 +68,11 @@ LEASE_STALE_SECONDS = 30.0
 HEARTBEAT_SECONDS = 5.0
 REQUEST_POLL_SECONDS = 1.0
 MAX_TRIAL_INFO_BYTES = 64_000
+MIN_FREE_BYTES = 16 * 2**20
+"""Below this much free space in the work directory, no trial is started (its logs and
+TensorBoard files would not fit) and a failed trial's reason says the disk is full."""
+CANCEL_IGNORED_EVENT = "cancel_ignored"
+"""Event kind: a cancel request came for a trial that had already ended."""
 
 
 def owner_id() -> str:
@@ -441,6 +447,18 @@ class Orchestrator:
                         self._waiting.discard(rec.index)
                         self._counts[TrialStatus.CANDIDATE.value] -= 1
                         self._finish(rec, TrialStatus.ABANDONED, reason="cancelled on request")
+                        break
+                else:
+                    self._cancel_too_late(ev.trial_index)
+
+    def _cancel_too_late(self, index: int) -> None:
+        """A cancel request for a trial that is no longer running or waiting: say so in the audit trail."""
+        try:
+            why = f"it had already ended {self.store.get_trial(self.exp.id, index).status.value}"
+        except NotFoundError:
+            why = "no such trial"
+        self.store.add_event(self.exp.id, CANCEL_IGNORED_EVENT, f"cancel of trial {index} ignored: {why}",
+                             trial_index=index)
 
     def _budget_spent(self) -> bool:
         return self._created >= self.spec.budget.max_trials and not self._ready and self.gen.pending_request is None
@@ -523,8 +541,21 @@ class Orchestrator:
                 return min(self.poll_interval, FAST_POLL_SECONDS)
         return self.poll_interval
 
+    def _disk_full(self) -> str | None:
+        """What to say when the work directory has less than MIN_FREE_BYTES free, else None."""
+        try:
+            free = shutil.disk_usage(self.exp.work_dir).free
+        except OSError:
+            return None  # not there (yet): creating the trial's folder will say why
+        if free >= MIN_FREE_BYTES:
+            return None
+        return f"the work directory {self.exp.work_dir} is full ({free / 2**20:.1f} MiB free, no space left on device)"
+
     def _dispatch(self) -> None:
         while self._ready and len(self._running) < self.spec.budget.parallelism:
+            full = self._disk_full()
+            if full is not None:  # every trial would fail: stop, candidates stay recorded for resume
+                raise _Stop(f"{full}; free space, then `nasctl resume {self.exp.name}`", cancel=False)
             rec = self._ready[0]
             request = build_request(self.spec, self.exp.name, self.exp.work_dir, rec.index, rec.parameters)
             try:
@@ -537,9 +568,15 @@ class Orchestrator:
             if placed is None:
                 break  # waiting for devices; candidates start in order
             request, devices = placed
+            try:
+                os.makedirs(request.trial_dir, exist_ok=True)
+            except OSError as e:
+                if devices:
+                    self.store.release_devices(self.exp.id, rec.index)
+                raise _Stop(f"cannot create the trial folder {request.trial_dir}: {e.strerror}; "
+                            f"fix it, then `nasctl resume {self.exp.name}`", cancel=False) from None
             self._ready.popleft()
             self._counts[TrialStatus.CANDIDATE.value] -= 1
-            os.makedirs(request.trial_dir, exist_ok=True)
             try:
                 job = self.runner.submit(request)
             except RunnerError as e:
@@ -714,6 +751,9 @@ class Orchestrator:
                      observations: Sequence[Observation] = (), reader_state: dict[str, Any] | None = None) -> None:
         run = self._running.pop(index)
         self._counts[TrialStatus.RUNNING.value] -= 1
+        if status == TrialStatus.FAILED:
+            full = self._disk_full()
+            reason = f"{reason} ({full})" if full else reason
         tail = None
         if status != TrialStatus.COMPLETED:
             tail = self.runner.log_tail(run.job, LOG_TAIL_LINES)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect
-from sqlalchemy.engine import Engine
+from sqlalchemy import event, inspect
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from alembic import command
@@ -58,15 +61,54 @@ def upgrade(engine: Engine, url_for_messages: str = "", revision: str = "head") 
         check_revision(engine, url_for_messages or str(engine.url))
     cfg = alembic_config()
     try:
-        with engine.begin() as conn:
+        with _schema_transaction(engine) as conn:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, revision)
+            _failpoint("before_schema_commit")
     except SQLAlchemyError as e:
         raise StorageError(
             f"migrating {url_for_messages or engine.url} failed: {str(getattr(e, 'orig', e)).strip().splitlines()[0]}",
             "the transaction was rolled back where the database allows it; restore from a backup if not",
         ) from e
     return before, current_revision(engine) or ""
+
+
+def _failpoint(name: str) -> None:
+    # the failpoints live with the loop, whose crash points they mostly name; the
+    # module imports nothing, so this does not pull the orchestration in
+    from nasctl.orchestration import failpoints
+
+    failpoints.hit(name)
+
+
+@contextmanager
+def _schema_transaction(engine: Engine) -> Iterator[Connection]:
+    """A connection in a transaction that DDL is part of: all of a migration, or nothing.
+
+    pysqlite begins its own transaction only before INSERT/UPDATE/DELETE, so by
+    default every CREATE and ALTER commits at once: a crash in the middle of
+    creating the schema left tables without a revision, a database nasctl then
+    refused. Here (the recipe in SQLAlchemy's pysqlite notes) the driver's own
+    transaction handling is off and the transaction is begun explicitly, with
+    BEGIN IMMEDIATE so that two processes creating the same database one after
+    the other: the second finds the first's schema and has nothing to do.
+    """
+    if engine.dialect.name != "sqlite":
+        with engine.begin() as conn:  # PostgreSQL: transactional DDL; MySQL commits each DDL (nothing to do)
+            yield conn
+        return
+    ddl_engine = engine.execution_options(isolation_level="AUTOCOMMIT")  # pool shared; driver transactions off
+
+    def begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    with ddl_engine.connect() as conn:
+        event.listen(conn, "begin", begin)
+        try:
+            with conn.begin():
+                yield conn
+        finally:
+            event.remove(conn, "begin", begin)
 
 
 def check_revision(engine: Engine, url_for_messages: str) -> None:

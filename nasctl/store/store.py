@@ -137,6 +137,50 @@ def _redact(url: str) -> str:
         return url
 
 
+def _check_sqlite_path(p: Path, create: bool) -> None:
+    """Refuse an SQLite path that cannot work before anything is opened or created:
+    a missing file (unless `create`), a missing or read-only folder, a read-only
+    file, a folder in place of the file.
+
+    SQLite writes `-wal` and `-shm` files beside the database even to read it, so
+    a read-only folder is refused like a read-only file.
+    """
+    shown = p.resolve()
+    if not p.exists() and not create:
+        raise NotFoundError(
+            f"no nasctl database at {shown}",
+            "start an experiment with `nasctl run SPEC.yaml`, or pass --db / NASCTL_DB",
+        )
+    folder = shown.parent
+    if not folder.is_dir():
+        raise BadInputError(
+            f"the folder {folder} for the database {shown.name} does not exist",
+            f"create it first (mkdir -p {folder}) or pass another --db path",
+        )
+    if p.is_dir():
+        raise BadInputError(f"--db {shown} is a folder, not a database file",
+                            f"pass a file name, e.g. sqlite:///{shown / 'nasctl.db'}")
+    if p.exists() and not os.access(p, os.R_OK | os.W_OK):
+        raise BadInputError(
+            f"the database file {shown} is read-only",
+            "make it writable, or copy it somewhere writable and pass --db sqlite:///COPY",
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BadInputError(
+            f"the folder {folder} of the database {shown.name} is read-only "
+            "(SQLite keeps its -wal and -shm files beside the database)",
+            "make it writable, or copy the database somewhere writable and pass --db sqlite:///COPY",
+        )
+
+
+_NOT_SQLITE = ("file is not a database", "file is encrypted or is not a database", "disk image is malformed")
+
+
+def _not_sqlite(e: BaseException | None) -> bool:
+    """SQLite read a file whose content is not an SQLite database (or a damaged one)."""
+    return isinstance(e, DBAPIError) and any(w in str(e.orig).lower() for w in _NOT_SQLITE)
+
+
 def _set_sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -264,13 +308,7 @@ class Store:
             path = parsed.database
             if path and path != ":memory:":
                 p = Path(path)
-                if not p.exists() and not create:
-                    raise NotFoundError(
-                        f"no nasctl database at {p.resolve()}",
-                        "start an experiment with `nasctl run SPEC.yaml`, or pass --db / NASCTL_DB",
-                    )
-                if create and not p.parent.exists():
-                    p.parent.mkdir(parents=True, exist_ok=True)
+                _check_sqlite_path(p, create)
                 self.path: Path | None = p.resolve()
                 self.display_url = f"sqlite:///{self.path}"
             else:
@@ -293,6 +331,18 @@ class Store:
         # a connection dropped while opening (server restart, an administrator ending
         # sessions) is worth another try; a server that is not there, a wrong URL or
         # wrong credentials is not: say so at once
+        try:
+            self._open_with_backoff(initialize, check)
+        except (StorageError, DBAPIError) as e:
+            cause = e if isinstance(e, DBAPIError) else e.__cause__
+            if self.path is not None and isinstance(cause, DBAPIError) and _not_sqlite(cause):
+                raise BadInputError(
+                    f"{self.path} is not a SQLite database ({_first_line(cause)}); it was left untouched",
+                    "pass --db with a nasctl database, or a new file name to start one",
+                ) from None
+            raise
+
+    def _open_with_backoff(self, initialize: bool, check: bool) -> None:
         _with_backoff(
             self, lambda: self._open(initialize, check), errors=(OperationalError,), worth_retry=_dropped,
             seconds=min(self.retry_seconds, OPEN_RETRY_SECONDS), cap=2.0,
@@ -304,11 +354,13 @@ class Store:
         )
 
     def _open(self, initialize: bool, check: bool) -> None:
-        """Create the schema in an empty database, or check the existing one's revision."""
-        if initialize and migrate.is_empty(self.engine):
+        """Create the schema in an empty database, or check the existing one's revision.
+        Either way the database is read once here, so a file that is not one is refused at once."""
+        empty = migrate.is_empty(self.engine)
+        if initialize and empty:
             migrate.upgrade(self.engine)
         elif check:
-            if migrate.is_empty(self.engine):
+            if empty:
                 raise NotFoundError(
                     f"database {self.display_url} holds no nasctl data",
                     f"start an experiment with `nasctl run SPEC.yaml --db {self.display_url}` "
@@ -392,13 +444,18 @@ class Store:
             s.add(EventRow(experiment_id=experiment_id, time=now, kind="status", message=msg))
 
     @retrying
-    def set_work_dir(self, experiment_id: int, work_dir: str) -> None:
-        """Move where new trials of the experiment put their files."""
+    def set_work_dir(self, experiment_id: int, work_dir: str) -> bool:
+        """Move where new trials of the experiment put their files, with a `moved`
+        event; True if it moved, False (and no event) if it already was `work_dir`."""
         with self._session() as s:
-            s.execute(update(ExperimentRow).where(ExperimentRow.id == experiment_id)
-                      .values(work_dir=work_dir, updated_at=utcnow()))
+            res = s.execute(update(ExperimentRow)
+                            .where(ExperimentRow.id == experiment_id, ExperimentRow.work_dir != work_dir)
+                            .values(work_dir=work_dir, updated_at=utcnow()))
+            if not res.rowcount:  # type: ignore[attr-defined]
+                return False
             s.add(EventRow(experiment_id=experiment_id, time=utcnow(), kind="moved",
                            message=f"trial files now go to {work_dir}"))
+            return True
 
     @retrying
     def acquire_lease(

@@ -152,6 +152,8 @@ def _sort_key(a: ExperimentAnalysis, sort: str, desc: bool) -> queries.SortKey:
 def _filters(a: ExperimentAnalysis, where: list[str]) -> list[Constraint]:
     out = []
     for text in where:
+        if not text.strip():  # `where=` (an empty filter) filters nothing
+            continue
         try:
             c = parse_constraint(text)
         except ValueError as e:

@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from importlib.resources import files
 from pathlib import Path
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
@@ -112,17 +113,29 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
             log.error("request failed: %s", e)
         return _error(status, e.message, e.hint)
 
-    @app.exception_handler(HTTPException)
+    @app.exception_handler(HTTPException)  # Starlette's: the framework's own (unparsable body, no route, 405)
     async def http_error(_request: Request, e: HTTPException) -> JSONResponse:
-        return _error(e.status_code, str(e.detail))
+        hint = 'send a JSON object such as {"reason": "..."}, or no body' if e.status_code == 400 else None
+        response = _error(e.status_code, str(e.detail), hint)
+        response.headers.update(e.headers or {})
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, e: RequestValidationError) -> JSONResponse:
-        first = e.errors()[0] if e.errors() else {}
+        """422 in the shape the OpenAPI schema declares (`detail`: loc, msg, type), plus
+        our `error` and `hint`; a body that is not JSON at all is bad input (400)."""
+        errors = e.errors()
+        bad_json = next((x for x in errors if x.get("type") == "json_invalid"), None)
+        if bad_json is not None:
+            why = (bad_json.get("ctx") or {}).get("error") or bad_json.get("msg", "")
+            return _error(400, f"the request body is not valid JSON ({why})",
+                          'send a JSON object such as {"reason": "..."}, or no body')
+        first = errors[0] if errors else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
         return JSONResponse(
             {"error": f"invalid request: {where}: {first.get('msg', 'invalid')}", "hint": "see /docs",
-             "detail": [{"loc": list(map(str, x.get("loc", ()))), "msg": str(x.get("msg"))} for x in e.errors()]},
+             "detail": [{"loc": list(map(str, x.get("loc", ()))), "msg": str(x.get("msg")),
+                         "type": str(x.get("type", "value_error"))} for x in errors]},
             status_code=422,
         )
 

@@ -111,3 +111,9 @@ def test_run_survives_a_database_restart(tmp_path: Path, db_url: str) -> None:
     assert proc.returncode == 0, err
     assert "retrying" in err  # the loop saw the outage and waited it out
     check_results(db_url, "restarted", runs, 6)
+    from nasctl.store import Store
+
+    store = Store(db_url)
+    # every trial's whole curve and both objectives: loss at steps 0-2, f1 and f2 at step 3
+    assert store.count_observations(store.get_experiment("restarted").id) == 6 * 5
+    store.close()

@@ -93,6 +93,24 @@ def test_lease(db_url: str) -> None:
     assert store.get_experiment("e").lease_owner == "host:2"
     store.release_lease(exp.id, "host:2")
     assert store.get_experiment("e").lease_owner is None
+    # one owner driving two experiments (one process, several loops): each lease is its own
+    other = store.create_experiment("f", {}, "/tmp/f")
+    for e in (exp, other):
+        store.acquire_lease(e.id, "host:3", stale_after=60)
+    store.release_lease(exp.id, "host:3")
+    assert store.get_experiment("e").lease_owner is None and store.get_experiment("f").lease_owner == "host:3"
+    assert store.heartbeat(other.id, "host:3") is True and store.heartbeat(exp.id, "host:3") is False
+    store.close()
+
+
+def test_set_work_dir_records_a_move_only_when_it_moves(db_url: str) -> None:
+    store = Store(db_url, create=True)
+    exp = store.create_experiment("e", {}, "/tmp/e")
+    assert store.set_work_dir(exp.id, "/tmp/e") is False  # where it already was: no event
+    assert store.set_work_dir(exp.id, "/data/e") is True
+    assert store.set_work_dir(exp.id, "/data/e") is False
+    assert store.get_experiment("e").work_dir == "/data/e"
+    assert [e.message for e in store.events(exp.id, kinds=["moved"])] == ["trial files now go to /data/e"]
     store.close()
 
 
@@ -286,3 +304,56 @@ def test_opening_does_not_retry_a_server_that_is_not_there(tmp_path: Path, monke
     with pytest.raises(StorageError, match="cannot open database .*Connection refused"):
         Store(f"sqlite:///{tmp_path}/a.db", create=True)
     assert len(calls) == 1  # at once: a wrong URL or a stopped server gets its answer without waiting
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_taking_the_lease_survives_its_connection_being_killed(db_url: str) -> None:
+    """The session taking the lease waits on the experiment's row lock and is killed
+    there (an administrator ending it, as in a server restart): it is retried, and the
+    lease is taken once the row is free."""
+    import threading
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    from tests.conftest import PG_ADMIN
+
+    store = Store(db_url, create=True)
+    exp = store.create_experiment("e", {}, "/tmp/e")
+    holder = create_engine(db_url)
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    result: dict[str, object] = {}
+
+    def take() -> None:
+        try:
+            store.acquire_lease(exp.id, "host:1", stale_after=60)
+            result["ok"] = True
+        except Exception as e:  # the test reports it below
+            result["error"] = e
+
+    try:
+        with holder.connect() as c:
+            tx = c.begin()
+            c.execute(text("SELECT id FROM experiments WHERE id = :i FOR UPDATE"), {"i": exp.id})
+            taker = threading.Thread(target=take)
+            taker.start()
+            waiting: list[int] = []
+            for _ in range(200):  # until the lease's session is blocked on the row lock
+                with admin.connect() as a:
+                    waiting = list(a.execute(
+                        text("SELECT pid FROM pg_stat_activity WHERE datname = :d AND wait_event_type = 'Lock'"),
+                        {"d": make_url(db_url).database}).scalars())
+                if waiting:
+                    break
+                threading.Event().wait(0.05)
+            assert len(waiting) == 1, "the lease's session never waited on the row lock"
+            with admin.connect() as a:
+                assert a.execute(text("SELECT pg_terminate_backend(:p)"), {"p": waiting[0]}).scalar()
+            tx.commit()
+        taker.join(60)
+    finally:
+        holder.dispose()
+        admin.dispose()
+    assert result == {"ok": True}, result
+    assert store.get_experiment("e").lease_owner == "host:1"
+    store.close()

@@ -107,3 +107,17 @@ def test_dryrun_starts_nothing(tmp_path: Path) -> None:
     assert plan["preload"][:2] == ["torch", "pytorch_lightning"]  # the built-in trainer starts warm
     assert "NASCTL_WARM_SOCKET" not in plan["request"]  # no warm server was started
     assert not (tmp_path / "d.db").exists() and not (tmp_path / "nasctl_runs").exists()
+
+
+def test_export_to_a_missing_folder(tmp_path: Path) -> None:
+    from nasctl.store import Store
+    from tests.web.conftest import add_synthetic
+
+    url = f"sqlite:///{tmp_path}/e.db"
+    add_synthetic(Store(url, create=True), "exp", 3)
+    out = tmp_path / "missing" / "dir" / "x.json"
+    err = _one_line_error(run_cli("export", "exp", "--out", str(out), "--db", url))
+    assert f"cannot write --out {out}: No such file or directory" in err and "folder that exists" in err
+    assert not (tmp_path / "missing").exists()
+    ok = run_cli("export", "exp", "--out", str(tmp_path / "x.json"), "--db", url)
+    assert ok.returncode == 0 and len(json.loads((tmp_path / "x.json").read_text())["trials"]) == 3

@@ -264,3 +264,17 @@ def test_the_watched_metric_defaults_to_the_first_objective_with_a_curve() -> No
     # named explicitly, it is used as is
     named = EarlyStopper(make_spec(extra=", metric: num_params"))
     assert named.watched_metric() == "num_params" and named.curve_metrics == ["num_params"]
+
+
+def test_a_trial_whose_best_case_ties_a_front_trial_is_kept() -> None:
+    """Stopping needs a front trial at least as good everywhere and strictly better
+    somewhere: an optimistic point equal to a front point could still join the front."""
+    # trial 2 (slow start, final 0.6) is on the front by size; the running trial at
+    # epoch 3 is no better than trial 2 was, so it projects to exactly (0.6, 500)
+    completed = {**COMPLETED, 2: ([0.1, 0.2, 0.3, 0.5, 0.6], 500.0)}
+    es = stopper(make_spec(), completed)
+    assert es.judge(running(es, HOPELESS, 500.0), 8.0) is None
+    # one parameter more and trial 2 dominates it: the same setup does stop
+    es = stopper(make_spec(), completed)
+    d = es.judge(running(es, HOPELESS, 501.0), 8.0)
+    assert d is not None and d.projected == {"val_acc": 0.6, "num_params": 501.0} and d.dominated_by == [2]

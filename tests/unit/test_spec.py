@@ -179,3 +179,23 @@ def test_script_path_resolved_relative_to_spec(tmp_path: Path) -> None:
 def test_missing_file() -> None:
     with pytest.raises(SpecError, match="does not exist"):
         load_spec("/nonexistent/spec.yaml")
+
+
+def test_unknown_key_names_the_readme_once() -> None:
+    msg = _err(BASE.replace("max_trials: 4", "max_trials: 4, parallel: 2", 1))
+    assert "budget.parallel: unknown key (check the spelling)" in msg
+    assert msg.count("README") == 1, msg
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expect"),
+    [
+        ("low: 16, high: 128, log: true", "low: 16, high: 16", "search_space.hidden_size_1: low (16) must be below high (16)"),
+        ("low: 1.0e-4, high: 1.0e-2, log: true", "low: 0.01, high: 0.01",
+         "search_space.learning_rate: low (0.01) must be below high (0.01)"),
+    ],
+)
+def test_an_empty_range_is_refused(old: str, new: str, expect: str) -> None:
+    """low == high leaves one value: a `fixed` parameter, not a range the optimizer can search."""
+    assert old in BASE
+    assert expect in _err(BASE.replace(old, new, 1))

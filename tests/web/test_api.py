@@ -243,3 +243,143 @@ def test_summary_shows_the_optimizers_log_scale_state(tmp_path: Path) -> None:
     assert client.get("/api/experiments/other").json()["log_scale"] == []
     store.add_event(exp.id, queries.LOG_SCALE, "optimizer: modelling size back on its own scale", data={"metrics": []})
     assert client.get("/api/experiments/logged").json()["log_scale"] == []
+
+
+def test_error_answers_match_the_published_schema(tmp_path: Path) -> None:
+    """422 items carry `type` (as the OpenAPI schema's ValidationError requires); a body
+    that is not JSON, or not even UTF-8, and an unknown route answer {"error", "hint"}."""
+    store = Store(f"sqlite:///{tmp_path / 'e.db'}", create=True)
+    add_synthetic(store, "e", 4, finish=False)
+    c = TestClient(create_app(store, token=TOKEN))
+    r = c.get("/api/experiments/e/trials", params={"limit": 0})
+    assert r.status_code == 422
+    assert r.json()["detail"] == [{"loc": ["query", "limit"], "msg": "Input should be greater than or equal to 1",
+                                   "type": "greater_than_equal"}]
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    for body in (b"{not json", b"\xff\xfe\xfd"):
+        r = c.post("/api/experiments/e/stop", content=body, headers=headers)
+        assert r.status_code == 400 and set(r.json()) == {"error", "hint"}, r.text
+        assert "JSON" in r.json()["hint"]
+    assert queries.requests_after(store, store.get_experiment("e").id) == []  # nothing was recorded
+    r = c.get("/api/no/such/route")
+    assert r.status_code == 404 and set(r.json()) == {"error", "hint"}
+
+
+def test_an_empty_filter_filters_nothing(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'f.db'}", create=True)
+    add_synthetic(store, "f", 9)
+    c = TestClient(create_app(store))
+    everything = c.get("/api/experiments/f/trials").json()
+    r = c.get("/api/experiments/f/trials", params={"where": ""})
+    assert r.status_code == 200 and r.json() == everything and everything["total"] == 9
+    r = c.get("/api/experiments/f/trials", params={"where": ["", "acc >= 0.5"]})
+    assert r.status_code == 200 and 0 < r.json()["total"] < 9
+
+
+def test_log_confinement_is_by_folder_not_by_name_prefix(tmp_path: Path) -> None:
+    """`work2/` beside `work/` shares its name as a prefix but is outside it."""
+    from nasctl.errors import BadInputError
+    from nasctl.web.logs import confined_path, tail
+
+    work, work2 = tmp_path / "work", tmp_path / "work2"
+    work.mkdir()
+    work2.mkdir()
+    (work2 / "x.log").write_text("next door\n")
+    (work / "x.log").write_text("inside\n")
+    assert tail(str(work), str(work / "x.log"), 5) == "inside"
+    for path in (str(work2 / "x.log"), "../work2/x.log", str(work2)):
+        with pytest.raises(BadInputError, match="outside the experiment's directory"):
+            confined_path(str(work), path)
+
+
+def test_nasctl_web_on_loopback_refuses_a_foreign_host_header(tmp_path: Path) -> None:
+    """The real `nasctl web` (default --host 127.0.0.1) answers its own names and refuses
+    others (DNS rebinding: a page on evil.example resolving to 127.0.0.1)."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from tests.web.conftest import env, free_port
+
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    add_synthetic(Store(url, create=True), "h", 2)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "nasctl", "web", "--db", url, "--port", str(port)],
+                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(base + "/api/info", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, "nasctl web did not start"
+                time.sleep(0.2)
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", "127.0.0.1"):
+            assert httpx.get(base + "/api/info", headers={"Host": host}, timeout=5).status_code == 200, host
+        for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.evil.example:{port}"):
+            r = httpx.get(base + "/api/experiments", headers={"Host": host}, timeout=5)
+            assert r.status_code == 400 and "experiments" not in r.text, (host, r.text)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_dashboard_without_a_token_refuses_writes(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'ro.db'}", create=True)
+    add_synthetic(store, "ro", 3, finish=False)
+    c = TestClient(create_app(store))
+    assert c.get("/api/info").json()["read_only"] is True
+    for path in ("/api/experiments/ro/stop", "/api/experiments/ro/trials/0/cancel"):
+        r = c.post(path, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 403 and "read-only" in r.json()["error"] and "--token" in r.json()["hint"]
+    assert queries.requests_after(store, store.get_experiment("ro").id) == []
+
+
+@pytest.mark.parametrize(("host", "refuses"), [("127.0.0.1", True), ("localhost", True), ("::1", True),
+                                               ("0.0.0.0", False), ("192.0.2.7", False)])
+def test_nasctl_web_guards_the_host_header_when_bound_to_loopback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str, refuses: bool) -> None:
+    """The app `nasctl web --host H` builds (what uvicorn would serve, checked in process)."""
+    import uvicorn
+    from click.testing import CliRunner
+
+    from nasctl.cli.cmd_web import command
+
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    add_synthetic(Store(url, create=True), "g", 2)
+    served: dict[str, object] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    res = CliRunner().invoke(command, ["--db", url, "--host", host, "--port", "8123"])
+    assert res.exit_code == 0, res.output
+    assert served["host"] == host and served["port"] == 8123
+    shown = f"[{host}]" if ":" in host else host
+    assert f"nasctl dashboard on http://{shown}:8123/" in res.output and "read-only" in res.output
+    assert ("reachable from other machines" in res.output) is not refuses
+    c = TestClient(served["app"], base_url="http://127.0.0.1:8123")  # type: ignore[arg-type]
+    assert c.get("/api/info", headers={"Host": f"{host if ':' not in host else f'[{host}]'}:8123"}).status_code == 200
+    assert c.get("/api/info", headers={"Host": "localhost:8123"}).status_code == 200
+    foreign = c.get("/api/experiments", headers={"Host": "evil.example"})
+    assert foreign.status_code == (400 if refuses else 200)
+
+
+def test_nasctl_web_defaults_and_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+    from click.testing import CliRunner
+
+    from nasctl.cli.cmd_web import command
+
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    add_synthetic(Store(url, create=True), "d", 2, finish=False)
+    served: dict[str, object] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    res = CliRunner().invoke(command, ["--db", url], env={"NASCTL_WEB_TOKEN": TOKEN})
+    assert res.exit_code == 0, res.output
+    assert (served["host"], served["port"]) == ("127.0.0.1", 8080)  # loopback and port 8080 unless told
+    assert "stop/cancel enabled for requests carrying the token" in res.output and "read-only" not in res.output
+    c = TestClient(served["app"], base_url="http://127.0.0.1:8080")  # type: ignore[arg-type]
+    assert c.post("/api/experiments/d/stop", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    assert "[default: 127.0.0.1]" in CliRunner().invoke(command, ["--help"]).output
