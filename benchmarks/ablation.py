@@ -21,7 +21,10 @@ with the grid. Variants:
 - cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
 - one-hot: `auto` never picks the categorical method (unordered choices are
   one-hot encoded for the plain GP);
-- a+b: the changes of a and of b (budget-20-1024+mc-64).
+- no-single-candidate, no-numpy-boxes, no-pairwise-pruning, no-joint-posterior:
+  one speed-up of nasctl's qLogNEHVI subclass off (`acquisition.SPEEDUPS`;
+  the same proposals, compare the CPU time);
+- a+b: the changes of a and of b (budget-20-1024+mc-64, no-numpy-boxes+no-pairwise-pruning).
 
 Results go to --out/<problem>/<variant>/seedNN.json (finished runs are skipped);
 `--jobs N` runs N of them at a time (one per core; proposal CPU times are
@@ -56,18 +59,21 @@ from benchmarks import args as argtypes  # noqa: E402
 from benchmarks.sample_efficiency import nasctl_spec  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "ablation"
+SPEEDUPS = ("single-candidate", "numpy-boxes", "pairwise-pruning", "joint-posterior")
+"""The names in `nasctl.optimizer.acquisition.SPEEDUPS` (not imported here: names are
+checked before anything heavy is imported)."""
 CHECKPOINTS = (10, 20, 30)
 
 
 def parse_variant(name: str) -> list[tuple[str, str, Any]]:
-    """The settings variant `name` changes: (module of nasctl.orchestration, attribute,
+    """The settings variant `name` changes: (module of nasctl.optimizer, attribute,
     new value). Nothing is imported here, so names are checked before any run starts.
     `a+b` makes the changes of both. Raises ValueError for an unknown name."""
     if "+" in name:
         return [change for part in name.split("+") for change in parse_variant(part)]
     fixed: dict[str, list[tuple[str, str, Any]]] = {
         "default": [],
-        "no-raw-scale": [("logscale", "install", lambda: None)],
+        "no-raw-scale": [("logscale", "RAW_SCALE", False)],
         "no-log-scale": [("logscale", "SPAN", math.inf)],
         "botorch-budget": [("strategies", "acquisition_budget", lambda *_: {"num_restarts": 20, "raw_samples": 1024})],
         "no-repeat-guard": [("novelty", "REPEAT_RADIUS", 0.0)],
@@ -76,13 +82,16 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
     }
     if name in fixed:
         return fixed[name]
+    if name.startswith("no-") and name[3:] in SPEEDUPS:
+        return [("acquisition", "SPEEDUPS", ("without", name[3:]))]
     parts = name.split("-")
     if parts[0] == "budget" and len(parts) == 3 and all(x.isdigit() for x in parts[1:]):
         budget = {"num_restarts": int(parts[1]), "raw_samples": int(parts[2])}
         return [("strategies", "acquisition_budget", lambda *_: budget)]
     if parts[0] == "mc" and len(parts) == 2 and parts[1].isdigit():
         return [("strategies", "mc_samples", lambda *_: int(parts[1]))]
-    raise ValueError(f"unknown variant {name!r} (known: {', '.join(fixed)}, budget-R-S, mc-N, a+b)")
+    known = [*fixed, *(f"no-{s}" for s in SPEEDUPS)]
+    raise ValueError(f"unknown variant {name!r} (known: {', '.join(known)}, budget-R-S, mc-N, a+b)")
 
 
 def variant_list(text: str) -> list[str]:
@@ -101,14 +110,17 @@ def apply_variant(name: str) -> None:
     import importlib
 
     for module, attribute, value in parse_variant(name):
-        setattr(importlib.import_module(f"nasctl.orchestration.{module}"), attribute, value)
+        target = importlib.import_module(f"nasctl.optimizer.{module}")
+        if isinstance(value, tuple) and value[0] == "without":  # a speed-up switched off
+            value = getattr(target, attribute) - {value[1]}
+        setattr(target, attribute, value)
 
 
 def run_one(problem_name: str, variant: str, seed: int, budget: int) -> dict[str, Any]:
-    from nasctl.orchestration.service import prepare_orchestrator_process
+    from nasctl.orchestration.control import prepare_orchestrator_process
 
     prepare_orchestrator_process()
-    from nasctl.orchestration import optimizer
+    from nasctl.optimizer import ax_optimizer as optimizer
 
     optimizer.build_extension()
     apply_variant(variant)

@@ -1,5 +1,5 @@
 """What scoring candidates costs with BoTorch's per-candidate posteriors and with
-nasctl's joint posterior (`nasctl/orchestration/jointpost.py`), and whether the
+nasctl's joint posterior (`nasctl/optimizer/jointpost.py`), and whether the
 values agree.
 
     PYTHONPATH=$PWD python benchmarks/joint_posterior.py \
@@ -48,12 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--proposal-trials", default="40,45")
     a = ap.parse_args(argv)
 
-    from nasctl.orchestration.service import prepare_orchestrator_process
+    from nasctl.orchestration.control import prepare_orchestrator_process
 
     prepare_orchestrator_process()
     import torch
 
-    from nasctl.orchestration import jointpost
+    from nasctl.optimizer import jointpost
 
     def cpu_per_call(acqf: object, X: torch.Tensor) -> tuple[float, torch.Tensor]:
         with torch.no_grad():
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def proposal_table(a: argparse.Namespace) -> None:
-    from nasctl.orchestration import jointpost
+    from nasctl.optimizer import jointpost
 
     print(f"\nWhole proposals from replayed states (CPU s of the second of two proposals; seeds {a.seeds})\n")
     print("| problem | trials | BoTorch (s), median | joint (s), median | speed-up | same proposals |")

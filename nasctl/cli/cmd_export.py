@@ -15,7 +15,7 @@ from nasctl.cli.main import db_option
 @db_option
 def command(name: str, fmt: str, out: str | None, db: str | None) -> None:
     """Export an experiment's trials (parameters, metrics, states)."""
-    from nasctl.orchestration.service import export
+    from nasctl.orchestration.control import export
     from nasctl.store import Store
 
     text = export(Store(db), name, fmt)

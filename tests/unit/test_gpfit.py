@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from nasctl.orchestration import gpfit, strategies
-from nasctl.orchestration.optimizer import AxOptimizer
+from nasctl.optimizer import gpfit, strategies
+from nasctl.optimizer.ax_optimizer import AxOptimizer
 from nasctl.spec import ExperimentSpec, parse_spec
 
 
