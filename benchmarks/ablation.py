@@ -33,7 +33,8 @@ The script prints the mean hypervolume / max hypervolume at 10, 20 and 30
 trials for each variant, how many seeds each variant did better and worse on
 than the first variant, the mean of those per-seed differences at the last
 checkpoint with its standard error, and the median CPU time of a proposal at
-20-29 trials.
+20-29 trials (and, for runs of 50 trials or more, the median and 95th
+percentile at 40-49 trials).
 """
 
 from __future__ import annotations
@@ -162,7 +163,10 @@ def report(out: Path, problem: str, variants: list[str], seeds: list[int]) -> st
     head = "| variant | seeds | " + " | ".join(f"HV@{c}" for c in checkpoints)
     head += (f" | better / worse than {base} at {checkpoints[-1]}"
              f" | difference at {checkpoints[-1]} (standard error) | proposal CPU at 20-29 trials (median) |")
-    lines = [head, "|" + "---|" * (len(checkpoints) + 5)]
+    late = min(lengths) >= 50
+    if late:
+        head += " proposal CPU at 40-49 trials (median, p95) |"
+    lines = [head, "|" + "---|" * (len(checkpoints) + 5 + late)]
     for v in variants:
         done = runs[v]
         if not done:
@@ -179,8 +183,13 @@ def report(out: Path, problem: str, variants: list[str], seeds: list[int]) -> st
             if len(diffs) > 1:
                 change += f" ({statistics.stdev(diffs) / math.sqrt(len(diffs)):.4f})"
         cost = f"{statistics.median(cpu):.2f} s" if cpu else "-"
-        lines.append(f"| {v} | {len(done)} | " + " | ".join(f"{m:.3f}" for m in means)
-                     + f" | {versus} | {change} | {cost} |")
+        row = (f"| {v} | {len(done)} | " + " | ".join(f"{m:.3f}" for m in means)
+               + f" | {versus} | {change} | {cost} |")
+        if late:
+            cpu40 = sorted(x for r in done.values() for x in r["gen_cpu_seconds"][39:49])
+            p95 = cpu40[min(len(cpu40) - 1, int(0.95 * len(cpu40)))]
+            row += f" {statistics.median(cpu40):.2f} s, {p95:.2f} s |"
+        lines.append(row)
     return "\n".join(lines)
 
 
