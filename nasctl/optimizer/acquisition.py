@@ -89,8 +89,9 @@ class HypervolumeImprovement(qLogNoisyExpectedHypervolumeImprovement):  # type: 
     def _set_cell_bounds(self, num_new_points: int) -> None:
         # BoTorch picks the partitioning class in __init__ (an instance attribute);
         # with 3+ objectives it decomposes each sample's front with it
-        if "numpy-boxes" in SPEEDUPS and self.alpha == 0 and self.ref_point.shape[-1] > 2:
-            self.p_class = NumpyNondominatedPartitioning
+        objectives = int(torch.as_tensor(self.ref_point).shape[-1])
+        if "numpy-boxes" in SPEEDUPS and self.alpha == 0 and objectives > 2:
+            self.p_class = NumpyNondominatedPartitioning  # type: ignore[assignment]
         super()._set_cell_bounds(num_new_points)
 
     def _compute_posterior_samples_and_concat_pending(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
