@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-VARIANTS = ("single-candidate", "numpy-boxes")
+VARIANTS = ("single-candidate", "numpy-boxes", "pairwise-pruning")
 
 
 def main(argv: list[str] | None = None) -> int:

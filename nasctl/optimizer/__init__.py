@@ -7,7 +7,7 @@ Modules:
 - `methods`: `optimizer.method` and the `auto` rule (imports neither Ax nor
   BoTorch); `strategies`: the Ax generation strategy of each method;
 - `acquisition`: nasctl's Ax `Acquisition` and qLogNEHVI subclasses, with the
-  speed-ups in `singleq`, `boxdecomp`, `jointpost`;
+  speed-ups in `singleq`, `boxdecomp`, `nondominated`, `jointpost`;
 - `catgp`, `gpfit`, `logscale`: the categorical GP, warm-started GP fits and
   log-scale modelling; `novelty`: no repeated proposals while nothing is
   feasible; `diagnostics`: leave-one-out cross-validation for the dashboard.

@@ -22,6 +22,8 @@ dashboard's diagnostics) gets their own behaviour.
     identity steps of the log hypervolume improvement;
   - "numpy-boxes" (`boxdecomp`): the per-sample box decompositions of 3+
     objectives in NumPy;
+  - "pairwise-pruning" (`nondominated`): the baseline pruning's
+    non-dominated sort pairwise per objective instead of BoTorch's loop;
   - "joint-posterior" (`jointpost`): one joint posterior for a batch of
     candidates of the categorical method's GP.
 """
@@ -36,10 +38,10 @@ from botorch.acquisition.input_constructors import acqf_input_constructor, const
 from botorch.acquisition.logei import TAU_RELU
 from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
 
-from nasctl.optimizer import jointpost, logscale, singleq
+from nasctl.optimizer import jointpost, logscale, nondominated, singleq
 from nasctl.optimizer.boxdecomp import NumpyNondominatedPartitioning
 
-SPEEDUPS: frozenset[str] = frozenset({"single-candidate", "numpy-boxes", "joint-posterior"})
+SPEEDUPS: frozenset[str] = frozenset({"single-candidate", "numpy-boxes", "pairwise-pruning", "joint-posterior"})
 """The speed-ups `HypervolumeImprovement` uses (all of them; fewer for ablations)."""
 
 
@@ -68,6 +70,14 @@ class HypervolumeImprovement(qLogNoisyExpectedHypervolumeImprovement):  # type: 
         fat: bool = True,
         marginalize_dim: int | None = None,
     ) -> None:
+        if prune_baseline and "pairwise-pruning" in SPEEDUPS and X_baseline.ndim == 2:
+            # BoTorch's pruning (the mixin's first step), with the pairwise sort
+            ref = torch.as_tensor(ref_point, dtype=X_baseline.dtype, device=X_baseline.device)
+            X_baseline = nondominated.prune_inferior_points(
+                model=model, X=X_baseline, ref_point=ref, objective=objective,
+                constraints=constraints, marginalize_dim=marginalize_dim,
+            )
+            prune_baseline = False
         super().__init__(
             model=model, ref_point=ref_point, X_baseline=X_baseline, sampler=sampler,
             objective=objective, constraints=constraints, X_pending=X_pending, eta=eta,

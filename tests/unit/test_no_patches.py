@@ -138,9 +138,9 @@ def test_the_check_finds_a_patch(monkeypatch: pytest.MonkeyPatch) -> None:
     from botorch.acquisition.multi_objective import utils
     from botorch.acquisition.multi_objective.logei import qLogExpectedHypervolumeImprovement
 
-    from nasctl.optimizer import boxdecomp, singleq
+    from nasctl.optimizer import nondominated, singleq
 
-    monkeypatch.setattr(utils, "is_non_dominated", boxdecomp.get_partition_bounds)
+    monkeypatch.setattr(utils, "is_non_dominated", nondominated.is_non_dominated)
     monkeypatch.setattr(qLogExpectedHypervolumeImprovement, "_compute_log_qehvi", singleq.compute_log_qehvi)
     found = patched_attributes()
     assert "botorch.acquisition.multi_objective.utils.is_non_dominated" in found
@@ -203,8 +203,8 @@ def test_an_unsupported_version_stops_the_import() -> None:
 
 def test_module_docs_name_no_install_hooks() -> None:
     """The speed-up modules expose functions and classes, no `install()`."""
-    from nasctl.optimizer import boxdecomp, jointpost, logscale, singleq
+    from nasctl.optimizer import boxdecomp, jointpost, logscale, nondominated, singleq
 
-    for module in (boxdecomp, jointpost, logscale, singleq):
+    for module in (boxdecomp, jointpost, logscale, nondominated, singleq):
         assert not hasattr(module, "install") and not hasattr(module, "uninstall"), module.__name__
         assert inspect.getdoc(module)
