@@ -21,7 +21,10 @@ with the grid. Variants:
 - cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
 - one-hot: `auto` never picks the categorical method (unordered choices are
   one-hot encoded for the plain GP);
-- a+b: the changes of a and of b (budget-20-1024+mc-64).
+- no-single-candidate, no-numpy-boxes, no-pairwise-pruning, no-joint-posterior:
+  one speed-up of nasctl's qLogNEHVI subclass off (`acquisition.SPEEDUPS`;
+  the same proposals, compare the CPU time);
+- a+b: the changes of a and of b (budget-20-1024+mc-64, no-numpy-boxes+no-single-candidate).
 
 Results go to --out/<problem>/<variant>/seedNN.json (finished runs are skipped);
 `--jobs N` runs N of them at a time (one per core; proposal CPU times are
@@ -30,7 +33,8 @@ The script prints the mean hypervolume / max hypervolume at 10, 20 and 30
 trials for each variant, how many seeds each variant did better and worse on
 than the first variant, the mean of those per-seed differences at the last
 checkpoint with its standard error, and the median CPU time of a proposal at
-20-29 trials.
+20-29 trials (and, for runs of 50 trials or more, the median and 95th
+percentile at 40-49 trials).
 """
 
 from __future__ import annotations
@@ -56,18 +60,21 @@ from benchmarks import args as argtypes  # noqa: E402
 from benchmarks.sample_efficiency import nasctl_spec  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "ablation"
+SPEEDUPS = ("single-candidate", "numpy-boxes", "pairwise-pruning", "joint-posterior")
+"""The names in `nasctl.optimizer.acquisition.SPEEDUPS` (not imported here: names are
+checked before anything heavy is imported)."""
 CHECKPOINTS = (10, 20, 30)
 
 
 def parse_variant(name: str) -> list[tuple[str, str, Any]]:
-    """The settings variant `name` changes: (module of nasctl.orchestration, attribute,
+    """The settings variant `name` changes: (module of nasctl.optimizer, attribute,
     new value). Nothing is imported here, so names are checked before any run starts.
     `a+b` makes the changes of both. Raises ValueError for an unknown name."""
     if "+" in name:
         return [change for part in name.split("+") for change in parse_variant(part)]
     fixed: dict[str, list[tuple[str, str, Any]]] = {
         "default": [],
-        "no-raw-scale": [("logscale", "install", lambda: None)],
+        "no-raw-scale": [("logscale", "RAW_SCALE", False)],
         "no-log-scale": [("logscale", "SPAN", math.inf)],
         "botorch-budget": [("strategies", "acquisition_budget", lambda *_: {"num_restarts": 20, "raw_samples": 1024})],
         "no-repeat-guard": [("novelty", "REPEAT_RADIUS", 0.0)],
@@ -76,13 +83,16 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
     }
     if name in fixed:
         return fixed[name]
+    if name.startswith("no-") and name[3:] in SPEEDUPS:
+        return [("acquisition", "SPEEDUPS", ("without", name[3:]))]
     parts = name.split("-")
     if parts[0] == "budget" and len(parts) == 3 and all(x.isdigit() for x in parts[1:]):
         budget = {"num_restarts": int(parts[1]), "raw_samples": int(parts[2])}
         return [("strategies", "acquisition_budget", lambda *_: budget)]
     if parts[0] == "mc" and len(parts) == 2 and parts[1].isdigit():
         return [("strategies", "mc_samples", lambda *_: int(parts[1]))]
-    raise ValueError(f"unknown variant {name!r} (known: {', '.join(fixed)}, budget-R-S, mc-N, a+b)")
+    known = [*fixed, *(f"no-{s}" for s in SPEEDUPS)]
+    raise ValueError(f"unknown variant {name!r} (known: {', '.join(known)}, budget-R-S, mc-N, a+b)")
 
 
 def variant_list(text: str) -> list[str]:
@@ -101,14 +111,17 @@ def apply_variant(name: str) -> None:
     import importlib
 
     for module, attribute, value in parse_variant(name):
-        setattr(importlib.import_module(f"nasctl.orchestration.{module}"), attribute, value)
+        target = importlib.import_module(f"nasctl.optimizer.{module}")
+        if isinstance(value, tuple) and value[0] == "without":  # a speed-up switched off
+            value = getattr(target, attribute) - {value[1]}
+        setattr(target, attribute, value)
 
 
 def run_one(problem_name: str, variant: str, seed: int, budget: int) -> dict[str, Any]:
-    from nasctl.orchestration.service import prepare_orchestrator_process
+    from nasctl.orchestration.control import prepare_orchestrator_process
 
     prepare_orchestrator_process()
-    from nasctl.orchestration import optimizer
+    from nasctl.optimizer import ax_optimizer as optimizer
 
     optimizer.build_extension()
     apply_variant(variant)
@@ -150,7 +163,10 @@ def report(out: Path, problem: str, variants: list[str], seeds: list[int]) -> st
     head = "| variant | seeds | " + " | ".join(f"HV@{c}" for c in checkpoints)
     head += (f" | better / worse than {base} at {checkpoints[-1]}"
              f" | difference at {checkpoints[-1]} (standard error) | proposal CPU at 20-29 trials (median) |")
-    lines = [head, "|" + "---|" * (len(checkpoints) + 5)]
+    late = min(lengths) >= 50
+    if late:
+        head += " proposal CPU at 40-49 trials (median, p95) |"
+    lines = [head, "|" + "---|" * (len(checkpoints) + 5 + late)]
     for v in variants:
         done = runs[v]
         if not done:
@@ -167,8 +183,13 @@ def report(out: Path, problem: str, variants: list[str], seeds: list[int]) -> st
             if len(diffs) > 1:
                 change += f" ({statistics.stdev(diffs) / math.sqrt(len(diffs)):.4f})"
         cost = f"{statistics.median(cpu):.2f} s" if cpu else "-"
-        lines.append(f"| {v} | {len(done)} | " + " | ".join(f"{m:.3f}" for m in means)
-                     + f" | {versus} | {change} | {cost} |")
+        row = (f"| {v} | {len(done)} | " + " | ".join(f"{m:.3f}" for m in means)
+               + f" | {versus} | {change} | {cost} |")
+        if late:
+            cpu40 = sorted(x for r in done.values() for x in r["gen_cpu_seconds"][39:49])
+            p95 = cpu40[min(len(cpu40) - 1, int(0.95 * len(cpu40)))]
+            row += f" {statistics.median(cpu40):.2f} s, {p95:.2f} s |"
+        lines.append(row)
     return "\n".join(lines)
 
 

@@ -39,7 +39,7 @@ from benchmarks.sample_efficiency import DEFAULT_OUT, nasctl_spec  # noqa: E402
 
 def restored_optimizer(problem_name: str, seed: int, trials: int, results: Path) -> Any:
     """nasctl's optimizer restored (the resume path) from the first `trials` trials of a stored run."""
-    from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial
+    from nasctl.optimizer.ax_optimizer import AxOptimizer, RestoredTrial
 
     run = json.loads((results / problem_name / "nasctl" / f"seed{seed:02d}.json").read_text())
     if len(run["values"]) < trials:
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=DEFAULT_OUT)
     a = ap.parse_args(argv)
 
-    from nasctl.orchestration.service import prepare_orchestrator_process
+    from nasctl.orchestration.control import prepare_orchestrator_process
 
     prepare_orchestrator_process()
     import torch

@@ -32,7 +32,7 @@ import sys
 import time
 from typing import Any
 
-from nasctl.orchestration.service import prepare_orchestrator_process
+from nasctl.orchestration.control import prepare_orchestrator_process
 
 TRAINER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trial_clock.py")
 
@@ -51,7 +51,7 @@ def main(spec_path: str, work_dir: str) -> dict[str, Any]:
     from ax.runners.torchx import TorchXRunner
     from torchx import specs
 
-    from nasctl.orchestration.optimizer import AxOptimizer
+    from nasctl.optimizer.ax_optimizer import AxOptimizer
     from nasctl.spec import load_spec
 
     spec = load_spec(spec_path)

@@ -84,8 +84,8 @@ def _env() -> dict[str, str]:
 
 def ensure_extension() -> None:
     """Build BoTorch's fused kernel once before timing anything, so neither side pays for it."""
-    from nasctl.orchestration.optimizer import build_extension
-    from nasctl.orchestration.service import prepare_orchestrator_process
+    from nasctl.optimizer.ax_optimizer import build_extension
+    from nasctl.orchestration.control import prepare_orchestrator_process
 
     prepare_orchestrator_process()
     print("making sure BoTorch's fused kernel is built (~45 s the first time)...", file=sys.stderr)

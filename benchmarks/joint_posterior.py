@@ -1,5 +1,5 @@
 """What scoring candidates costs with BoTorch's per-candidate posteriors and with
-nasctl's joint posterior (`nasctl/orchestration/jointpost.py`), and whether the
+nasctl's joint posterior (`nasctl/optimizer/jointpost.py`), and whether the
 values agree.
 
     PYTHONPATH=$PWD python benchmarks/joint_posterior.py \
@@ -48,12 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--proposal-trials", default="40,45")
     a = ap.parse_args(argv)
 
-    from nasctl.orchestration.service import prepare_orchestrator_process
+    from nasctl.orchestration.control import prepare_orchestrator_process
 
     prepare_orchestrator_process()
     import torch
-
-    from nasctl.orchestration import jointpost
 
     def cpu_per_call(acqf: object, X: torch.Tensor) -> tuple[float, torch.Tensor]:
         with torch.no_grad():
@@ -70,14 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for problem in a.problems.split(","):
         for seed in (int(s) for s in a.seeds.split(",")):
-            jointpost.install()
+            use_joint(True)
             acquisition = acquisition_at(problem, seed, a.trials, a.results)
             acqf = acquisition.acqf
             for size in (int(s) for s in a.sizes.split(",")):
                 X = pool(acquisition, size, seed)
-                jointpost.uninstall()
+                use_joint(False)
                 own_t, own = cpu_per_call(acqf, X)
-                jointpost.install()
+                use_joint(True)
                 joint_t, joint = cpu_per_call(acqf, X)
                 print(f"| {problem} | {seed} | {size} | {own_t * 1e3:.1f} | {joint_t * 1e3:.1f} | {own_t / joint_t:.2f}x "
                       f"| {float((own - joint).abs().max()):.1e} | {'yes' if int(own.argmax()) == int(joint.argmax()) else 'NO'} |",
@@ -87,9 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def proposal_table(a: argparse.Namespace) -> None:
-    from nasctl.orchestration import jointpost
+def use_joint(on: bool) -> None:
+    """Switch the joint posterior of nasctl's qLogNEHVI subclass on or off (read at every call)."""
+    from nasctl.optimizer import acquisition
 
+    others = acquisition.SPEEDUPS - {"joint-posterior"}
+    acquisition.SPEEDUPS = others | {"joint-posterior"} if on else others
+
+
+def proposal_table(a: argparse.Namespace) -> None:
     print(f"\nWhole proposals from replayed states (CPU s of the second of two proposals; seeds {a.seeds})\n")
     print("| problem | trials | BoTorch (s), median | joint (s), median | speed-up | same proposals |")
     print("|---|---:|---:|---:|---:|---|")
@@ -101,15 +105,14 @@ def proposal_table(a: argparse.Namespace) -> None:
             for seed in seeds:
                 proposed = {}
                 for joint in (False, True):
-                    opt = restored_optimizer(problem, seed, trials, a.results)  # the optimizer installs it
-                    if not joint:
-                        jointpost.uninstall()
+                    use_joint(joint)
+                    opt = restored_optimizer(problem, seed, trials, a.results)
                     first = opt.generate(1)
                     t0 = time.thread_time()
                     second = opt.generate(1)
                     cpu[joint].append(time.thread_time() - t0)
                     proposed[joint] = [c.parameters for c in first + second]
-                    jointpost.install()
+                    use_joint(True)
                 same += proposed[False] == proposed[True]
             own, joint_t = statistics.median(cpu[False]), statistics.median(cpu[True])
             print(f"| {problem} | {trials} | {own:.2f} | {joint_t:.2f} | {own / joint_t:.2f}x | {same} of {len(seeds)} |",

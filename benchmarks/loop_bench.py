@@ -20,7 +20,7 @@ from typing import Any
 
 from nasctl.orchestration.generator import CandidateGenerator
 from nasctl.orchestration.loop import Orchestrator
-from nasctl.orchestration.optimizer import Candidate
+from nasctl.optimizer.ax_optimizer import Candidate
 from nasctl.runners import get_runner
 from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store

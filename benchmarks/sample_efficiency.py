@@ -71,8 +71,8 @@ def nasctl_spec(problem: Problem, seed: int, budget: int) -> Any:
 
 
 def run_nasctl(problem: Problem, seed: int, budget: int) -> dict[str, Any]:
-    from nasctl.orchestration.methods import resolve_method
-    from nasctl.orchestration.service import start_experiment
+    from nasctl.optimizer.methods import resolve_method
+    from nasctl.orchestration.control import start_experiment
     from nasctl.store import Store
 
     spec = nasctl_spec(problem, seed, budget)

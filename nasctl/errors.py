@@ -73,3 +73,7 @@ class DatasetError(BadInputError):
 
 class TrialSetupError(BadInputError):
     """A trial cannot start as configured (precision on this device, a user model that cannot be built)."""
+
+
+class UnsupportedVersionError(NasctlError):
+    """An installed library (Ax, BoTorch) is a release nasctl does not support."""

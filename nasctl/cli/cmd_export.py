@@ -16,7 +16,7 @@ from nasctl.cli.main import db_option
 def command(name: str, fmt: str, out: str | None, db: str | None) -> None:
     """Export an experiment's trials (parameters, metrics, states)."""
     from nasctl.errors import BadInputError
-    from nasctl.orchestration.service import export
+    from nasctl.orchestration.control import export
     from nasctl.store import Store
 
     text = export(Store(db), name, fmt)

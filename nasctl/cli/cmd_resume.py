@@ -18,14 +18,14 @@ from nasctl.cli.main import db_option, json_option
 def command(name: str, dryrun: bool, workdir: str | None, db: str | None, as_json: bool) -> None:
     """Continue experiment NAME after a stop, Ctrl-C or crash: finished trials are
     kept, running ones re-attached, and the budget completed."""
-    from nasctl.orchestration import service
+    from nasctl.orchestration import control
     from nasctl.store import Store
 
     store = Store(db)
     if dryrun:
-        plan = service.resume_plan(store, name)
+        plan = control.resume_plan(store, name)
         render.print_json(plan) if as_json else render.resume_plan(plan)
         return
     with render.ProgressDisplay(enabled=not as_json) as display:
-        summary = service.resume_experiment(store, name, on_progress=display.update, work_root=workdir)
+        summary = control.resume_experiment(store, name, on_progress=display.update, work_root=workdir)
     render.finish(summary, store, as_json)

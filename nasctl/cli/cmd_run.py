@@ -21,7 +21,7 @@ from nasctl.cli.main import db_option, json_option
 def command(spec_path: str, name: str | None, max_trials: int | None, parallelism: int | None,
             workdir: str | None, dryrun: bool, db: str | None, as_json: bool) -> None:
     """Run a NAS experiment described by SPEC.yaml until its budget is spent."""
-    from nasctl.orchestration import service
+    from nasctl.orchestration import control
     from nasctl.spec import load_spec
 
     overrides: dict[str, object] = {}
@@ -37,18 +37,18 @@ def command(spec_path: str, name: str | None, max_trials: int | None, parallelis
         overrides["budget"] = budget
     if overrides:
         spec = load_spec(spec_path, overrides={**_raw(spec), **overrides})
-    work_root = workdir or service.default_work_root()
+    work_root = workdir or control.default_work_root()
     if dryrun:
-        plan = service.dryrun(spec, work_root)
+        plan = control.dryrun(spec, work_root)
         render.print_json(plan) if as_json else render.dryrun_panel(plan)
         return
 
     from nasctl.store import Store
 
-    service.check_spec_runnable(spec)  # before the database is created: bad input writes nothing
+    control.check_spec_runnable(spec)  # before the database is created: bad input writes nothing
     store = Store(db, create=True)
     with render.ProgressDisplay(enabled=not as_json) as display:
-        summary = service.start_experiment(store, spec, work_root, on_progress=display.update)
+        summary = control.start_experiment(store, spec, work_root, on_progress=display.update)
     render.finish(summary, store, as_json)
 
 

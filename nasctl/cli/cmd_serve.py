@@ -28,7 +28,7 @@ def command(db: str | None, host: str, port: int, token: str | None, workdir: st
     orchestrator died, start submitted ones, and serve the dashboard and API."""
     import uvicorn
 
-    from nasctl.orchestration.service import default_work_root
+    from nasctl.orchestration.control import default_work_root
     from nasctl.server import Supervisor, create_service_app
 
     loopback = is_loopback(host)

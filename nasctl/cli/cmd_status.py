@@ -14,7 +14,7 @@ from nasctl.cli.main import db_option, json_option
 @json_option
 def command(name: str, db: str | None, as_json: bool) -> None:
     """Show an experiment's status, trial counts and hypervolume."""
-    from nasctl.orchestration.service import status_view
+    from nasctl.orchestration.control import status_view
     from nasctl.store import Store
 
     view = status_view(Store(db), name)

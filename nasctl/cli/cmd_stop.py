@@ -15,7 +15,7 @@ from nasctl.cli.main import db_option, json_option
 @json_option
 def command(name: str, cancel: bool, db: str | None, as_json: bool) -> None:
     """Ask the orchestrator driving NAME to stop (it acts within a second)."""
-    from nasctl.orchestration.service import request_stop
+    from nasctl.orchestration.control import request_stop
     from nasctl.store import Store
 
     result = request_stop(Store(db), name, cancel)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from nasctl.orchestration import failpoints
-from nasctl.orchestration.optimizer import Candidate
+from nasctl.optimizer.ax_optimizer import Candidate
 
 
 class Optimizer(Protocol):

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nasctl.errors import AlreadyExistsError, LeaseError, NasctlError, NotFoundError
-from nasctl.orchestration import service as control
+from nasctl.orchestration import control
 from nasctl.orchestration.loop import LEASE_STALE_SECONDS, Orchestrator, owner_alive, owner_id
 from nasctl.runners import get_runner
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict

@@ -287,7 +287,7 @@ def trial_log(
 @router.get("/experiments/{name}/diagnostics", summary="Leave-one-out cross-validation of the optimizer's model")
 def diagnostics(request: Request, name: Name) -> dict[str, Any]:
     """Predicted vs observed with 95% intervals per metric (fits a model: seconds)."""
-    from nasctl.orchestration.diagnostics import loo_cross_validation
+    from nasctl.optimizer.diagnostics import loo_cross_validation
 
     st = state(request)
     a = st.cache.get(name)

@@ -49,7 +49,7 @@ def report_data(store: Store, name: str, diagnostics: bool = True) -> dict[str, 
     table = [serializers.trial_summary(t, a.spec) for t in queries.trials_by_index(store, exp.id, table_indices)]
     diag: dict[str, Any] | None = None
     if diagnostics:
-        from nasctl.orchestration.diagnostics import loo_cross_validation
+        from nasctl.optimizer.diagnostics import loo_cross_validation
 
         completed = [i for i, s in zip(a.indices, a.statuses) if s == "COMPLETED"]
         try:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from nasctl.orchestration.methods import resolve_method
-from nasctl.orchestration.service import trial_row
+from nasctl.optimizer.methods import resolve_method
+from nasctl.orchestration.control import trial_row
 from nasctl.spec import ExperimentSpec
 from nasctl.store.queries import TrialPage
 from nasctl.types import EventRecord, TrialRecord, TrialStatus

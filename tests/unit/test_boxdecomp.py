@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
-from botorch.utils.multi_objective.box_decompositions import box_decomposition, dominated, non_dominated
 from botorch.utils.multi_objective.box_decompositions import utils as botorch_steps
-from botorch.utils.multi_objective.box_decompositions.dominated import DominatedPartitioning
 from botorch.utils.multi_objective.box_decompositions.non_dominated import FastNondominatedPartitioning
 
-from nasctl.orchestration import boxdecomp
-from nasctl.orchestration.optimizer import AxOptimizer
-from nasctl.spec import parse_spec
+from nasctl.optimizer import boxdecomp
 
 CASES = [(m, n, seed) for m in (3, 4, 5) for n in (1, 2, 7, 30) for seed in range(4)]
 
@@ -49,36 +43,40 @@ def test_steps_match_botorch(m: int, n: int, seed: int) -> None:
                        botorch_steps.get_partition_bounds(want_z, want_u, ref))
 
 
-def partitionings(m: int, n: int, seed: int) -> list[torch.Tensor]:
+def partitionings(m: int, n: int, seed: int, cls: type) -> torch.Tensor:
     y = -front(m, n, seed)  # BoTorch partitions for maximisation
     ref = torch.full((m,), -0.9, dtype=torch.float64)  # some points fall outside
-    return [cls(ref_point=ref, Y=y).hypercell_bounds for cls in (FastNondominatedPartitioning, DominatedPartitioning)]
+    return cls(ref_point=ref, Y=y).hypercell_bounds
 
 
-def test_installed_partitionings_match_botorchs(monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in (box_decomposition, non_dominated):
-        monkeypatch.setattr(module, "update_local_upper_bounds_incremental",
-                            botorch_steps.update_local_upper_bounds_incremental)
-    for module in (non_dominated, dominated):
-        monkeypatch.setattr(module, "get_partition_bounds", botorch_steps.get_partition_bounds)
-    want = {case: partitionings(*case) for case in CASES}
-    boxdecomp.install()
-    assert non_dominated.update_local_upper_bounds_incremental is boxdecomp.update_local_upper_bounds_incremental
-    for case, bounds in want.items():
-        got = partitionings(*case)
-        assert all(torch.equal(a, b) for a, b in zip(got, bounds)), case
+@pytest.mark.parametrize(("m", "n", "seed"), CASES)
+def test_partitioning_matches_botorchs(m: int, n: int, seed: int) -> None:
+    want = partitionings(m, n, seed, FastNondominatedPartitioning)
+    got = partitionings(m, n, seed, boxdecomp.NumpyNondominatedPartitioning)
+    assert torch.equal(got, want)
 
 
-def test_the_optimizer_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    # BoTorch's own functions first: an optimizer built by an earlier test may have installed ours
-    monkeypatch.setattr(box_decomposition, "update_local_upper_bounds_incremental",
-                        botorch_steps.update_local_upper_bounds_incremental)
-    monkeypatch.setattr(dominated, "get_partition_bounds", botorch_steps.get_partition_bounds)
-    spec = parse_spec(json.dumps({
-        "name": "b", "search_space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-        "objectives": {k: {"goal": "minimize", "threshold": 1.0} for k in "fgh"},
-        "budget": {"max_trials": 10}, "trial": {"script": "/bin/true"},
-    }))
-    AxOptimizer(spec)
-    assert box_decomposition.update_local_upper_bounds_incremental is boxdecomp.update_local_upper_bounds_incremental
-    assert dominated.get_partition_bounds is boxdecomp.get_partition_bounds
+def test_the_acquisition_uses_it_with_three_objectives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nasctl's qLogNEHVI decomposes each sample's front with the NumPy partitioning
+    (3+ objectives) and gives BoTorch's values, bit for bit."""
+    from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
+    from botorch.models import SingleTaskGP
+    from botorch.sampling.normal import SobolQMCNormalSampler
+
+    from nasctl.optimizer import acquisition
+
+    monkeypatch.setattr(acquisition, "SPEEDUPS", frozenset({"numpy-boxes"}))
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(25, 3, generator=g, dtype=torch.float64)
+    y = torch.stack([x[:, 0], 1 - x[:, 0] * x[:, 1], (1 - x[:, 2]) ** 2 + x[:, 1]], -1)
+    model = SingleTaskGP(x, y)
+    acqfs = [cls(model=model, ref_point=[-0.1] * 3, X_baseline=x, prune_baseline=True,
+                 sampler=SobolQMCNormalSampler(torch.Size([16]), seed=1))
+             for cls in (qLogNoisyExpectedHypervolumeImprovement, acquisition.HypervolumeImprovement)]
+    assert isinstance(acqfs[1].partitioning.box_decompositions[0], boxdecomp.NumpyNondominatedPartitioning)
+    assert not isinstance(acqfs[0].partitioning.box_decompositions[0], boxdecomp.NumpyNondominatedPartitioning)
+    assert torch.equal(acqfs[0].cell_lower_bounds, acqfs[1].cell_lower_bounds)
+    assert torch.equal(acqfs[0].cell_upper_bounds, acqfs[1].cell_upper_bounds)
+    X = torch.rand(32, 1, 3, generator=g, dtype=torch.float64)
+    with torch.no_grad():
+        assert torch.equal(acqfs[0](X), acqfs[1](X))

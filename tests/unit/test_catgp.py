@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from nasctl.orchestration import catgp
+from nasctl.optimizer import catgp
 
 from tests.unit.test_optimizer_methods import CELL, make_spec, run
 
@@ -98,7 +98,7 @@ def test_a_fitted_model_pickles_and_predicts_the_same() -> None:
 
 
 def test_the_categorical_method_fits_this_model() -> None:
-    from nasctl.orchestration.optimizer import AxOptimizer
+    from nasctl.optimizer.ax_optimizer import AxOptimizer
 
     opt = AxOptimizer(make_spec(CELL, method="categorical"))
     run(opt, 5)
@@ -119,7 +119,7 @@ def test_the_model_diagnostics_judge_the_methods_own_model(method: str, model: s
     import random
     from datetime import datetime, timezone
 
-    from nasctl.orchestration.diagnostics import loo_cross_validation
+    from nasctl.optimizer.diagnostics import loo_cross_validation
     from nasctl.types import TrialRecord, TrialStatus
     from tests.unit.test_optimizer_methods import OPS, outcome
 

@@ -11,7 +11,7 @@ import pytest
 
 from nasctl.errors import BadInputError
 from nasctl.orchestration.jobs import build_request
-from nasctl.orchestration.service import check_spec_runnable
+from nasctl.orchestration.control import check_spec_runnable
 from nasctl.spec import load_spec
 from tests.conftest import run_cli
 

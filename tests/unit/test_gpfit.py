@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from nasctl.orchestration import gpfit, strategies
-from nasctl.orchestration.optimizer import AxOptimizer
+from nasctl.optimizer import gpfit, strategies
+from nasctl.optimizer.ax_optimizer import AxOptimizer
 from nasctl.spec import ExperimentSpec, parse_spec
 
 
@@ -120,7 +120,13 @@ def test_two_objectives_in_a_continuous_space_use_half_the_samples(monkeypatch: 
     opt = AxOptimizer(make_spec(2, max_trials=8))
     assert [s.sample_shape[0] for s in _samplers(opt) if s is not None] == [64]
     propose(opt, 7, 2)
-    assert built and all(type(a).__name__ == "qLogNoisyExpectedHypervolumeImprovement" for a in built)
+    from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
+
+    from nasctl.optimizer.acquisition import HypervolumeImprovement
+
+    # nasctl's subclass of BoTorch's qLogNEHVI, with BoTorch's sampler argument
+    assert built and all(type(a) is HypervolumeImprovement for a in built)
+    assert issubclass(HypervolumeImprovement, qLogNoisyExpectedHypervolumeImprovement)
     assert all(a.sampler.sample_shape[0] == 64 for a in built)
 
 

@@ -1,5 +1,5 @@
 """qLogNEHVI on the categorical GP with one joint posterior for all candidates
-(`nasctl.orchestration.jointpost`): the same acquisition values, gradients and
+(`nasctl.optimizer.jointpost`): the same acquisition values, gradients and
 proposals as BoTorch's per-candidate posteriors, and used where it applies."""
 
 from __future__ import annotations
@@ -11,16 +11,15 @@ from typing import Any
 import pytest
 import torch
 
-from nasctl.orchestration import catgp, jointpost
+from nasctl.optimizer import acquisition, catgp, jointpost
 
 from tests.unit.test_optimizer_methods import CELL, make_spec, run
 
 
 @pytest.fixture
-def patched() -> Iterator[None]:
-    jointpost.install()
-    yield
-    jointpost.uninstall()
+def joint_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nasctl's qLogNEHVI with the joint posterior as its only speed-up."""
+    monkeypatch.setattr(acquisition, "SPEEDUPS", frozenset({"joint-posterior"}))
 
 
 def _model(n: int, outputs: int, mixed: bool, seed: int = 0) -> tuple[Any, torch.Tensor]:
@@ -46,13 +45,15 @@ def _model(n: int, outputs: int, mixed: bool, seed: int = 0) -> tuple[Any, torch
     return model, x
 
 
-def _acqf(model: Any, x: torch.Tensor, cache_pending: bool = True) -> Any:
+def _acqf(model: Any, x: torch.Tensor, cache_pending: bool = True, reference: bool = False) -> Any:
+    """nasctl's qLogNEHVI subclass, or (`reference`) BoTorch's class, with the same arguments."""
     from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
     from botorch.sampling.normal import SobolQMCNormalSampler
 
     with torch.no_grad():
         ref = model.posterior(x).mean.min(0).values - 0.1
-    return qLogNoisyExpectedHypervolumeImprovement(
+    cls = qLogNoisyExpectedHypervolumeImprovement if reference else acquisition.HypervolumeImprovement
+    return cls(
         model=model, ref_point=ref, X_baseline=x, sampler=SobolQMCNormalSampler(torch.Size([32]), seed=0),
         prune_baseline=False, cache_pending=cache_pending,
     )
@@ -83,54 +84,53 @@ def _joint_calls() -> Iterator[list[int]]:
         jointpost.candidate_posteriors = original  # type: ignore[assignment]
 
 
-def _both(acqf: Any, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Acquisition values with BoTorch's own sampling and with the joint posterior."""
-    jointpost.uninstall()
-    with torch.no_grad():
-        own = acqf(X)
-    jointpost.install()
-    with torch.no_grad():
-        joint = acqf(X)
-    return own, joint
+def _both(model: Any, x: torch.Tensor, X: torch.Tensor, pending: torch.Tensor | None = None,
+          cache_pending: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Acquisition values of BoTorch's qLogNEHVI and of nasctl's subclass (joint posterior)."""
+    values = []
+    for reference in (True, False):
+        acqf = _acqf(model, x, cache_pending=cache_pending, reference=reference)
+        if pending is not None:
+            acqf.set_X_pending(pending)
+        with torch.no_grad():
+            values.append(acqf(X))
+    return values[0], values[1]
 
 
 @pytest.mark.parametrize(("outputs", "q", "pending"), [(3, 1, ""), (2, 1, ""), (3, 2, ""), (3, 1, "cached")])
-def test_same_values_as_per_candidate_posteriors(patched: None, outputs: int, q: int, pending: str) -> None:
+def test_same_values_as_per_candidate_posteriors(joint_only: None, outputs: int, q: int, pending: str) -> None:
     model, x = _model(30, outputs, mixed=False)
-    acqf = _acqf(model, x)
-    if pending:  # cached into the baseline, as a running experiment's trials are
-        acqf.set_X_pending(_cells(2, 1, 6, 7).squeeze(1))
+    # pending points are cached into the baseline, as a running experiment's trials are
+    X_pending = _cells(2, 1, 6, 7).squeeze(1) if pending else None
     for n in (24, 128):
         X = _cells(n, q, 6, n)
         with _joint_calls() as calls:
-            own, joint = _both(acqf, X)
+            own, joint = _both(model, x, X, X_pending)
         assert calls, "the joint posterior was not used"
         assert torch.allclose(own, joint, rtol=0, atol=1e-9), float((own - joint).abs().max())
         assert int(own.argmax()) == int(joint.argmax())
 
 
-def test_uncached_pending_points_keep_botorchs_path(patched: None) -> None:
+def test_uncached_pending_points_keep_botorchs_path(joint_only: None) -> None:
     """Pending points that are not part of the cached baseline are sampled with each
-    candidate: BoTorch's path, with the same values as before."""
+    candidate: BoTorch's path, with the same values as BoTorch's class."""
     model, x = _model(30, 3, mixed=False)
-    acqf = _acqf(model, x, cache_pending=False)
-    acqf.set_X_pending(_cells(2, 1, 6, 7).squeeze(1))
     X = _cells(24, 1, 6, 3)
-    own, joint = _both(acqf, X)
-    assert torch.equal(own, joint)
+    with _joint_calls() as calls:
+        own, joint = _both(model, x, X, _cells(2, 1, 6, 7).squeeze(1), cache_pending=False)
+    assert torch.equal(own, joint) and not calls
+    acqf = _acqf(model, x, cache_pending=False)
     with torch.no_grad():
-        acqf.set_X_pending(None)
         without = acqf(X)
     assert not torch.allclose(own, without)  # the pending points do change the values
 
 
-def test_same_gradients_in_a_mixed_space(patched: None) -> None:
+def test_same_gradients_in_a_mixed_space(joint_only: None) -> None:
     model, x = _model(25, 2, mixed=True)
-    acqf = _acqf(model, x)
     X = _cells(8, 1, 7, 3)
     grads = []
-    for install in (jointpost.uninstall, jointpost.install):
-        install()
+    for reference in (True, False):
+        acqf = _acqf(model, x, reference=reference)
         Xg = X.clone().requires_grad_(True)
         value = acqf(Xg)
         (grad,) = torch.autograd.grad(value.sum(), Xg)
@@ -141,7 +141,7 @@ def test_same_gradients_in_a_mixed_space(patched: None) -> None:
     assert torch.allclose(g0, g1, rtol=1e-7, atol=1e-9)
 
 
-def test_other_models_keep_botorchs_path(patched: None) -> None:
+def test_other_models_keep_botorchs_path(joint_only: None) -> None:
     from botorch.models import SingleTaskGP
 
     x = torch.rand(12, 3, dtype=torch.float64)
@@ -156,22 +156,16 @@ def test_other_models_keep_botorchs_path(patched: None) -> None:
     assert not calls
 
 
-def test_categorical_proposals_unchanged() -> None:
+def test_categorical_proposals_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
     """A categorical-method run proposes the same cells with BoTorch's sampling as with
     the joint posterior."""
-    from nasctl.orchestration.optimizer import AxOptimizer
+    from nasctl.optimizer.ax_optimizer import AxOptimizer
 
     spec = make_spec(CELL, max_trials=9, initial=3)
     runs = []
-    for use_joint in (False, True):
-        opt = AxOptimizer(spec)  # installs the joint posterior
-        from botorch.utils.multi_objective.hypervolume import NoisyExpectedHypervolumeMixin
-
-        assert NoisyExpectedHypervolumeMixin._compute_posterior_samples_and_concat_pending is jointpost._samples_and_pending
-        if not use_joint:
-            jointpost.uninstall()
-        try:
-            runs.append([c.parameters for c in run(opt, 9)])
-        finally:
-            jointpost.install()
+    for speedups in (acquisition.SPEEDUPS - {"joint-posterior"}, acquisition.SPEEDUPS):
+        monkeypatch.setattr(acquisition, "SPEEDUPS", speedups)
+        with _joint_calls() as calls:
+            runs.append([c.parameters for c in run(AxOptimizer(spec), 9)])
+        assert "joint-posterior" in speedups or not calls
     assert runs[0] == runs[1]

@@ -1,5 +1,5 @@
 """Objectives that spread over orders of magnitude are modelled on the log scale
-(nasctl/orchestration/logscale.py); all others get Ax's transforms unchanged."""
+(nasctl/optimizer/logscale.py); all others get Ax's transforms unchanged."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from nasctl.orchestration import logscale
-from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial
+from nasctl.optimizer import logscale
+from nasctl.optimizer.ax_optimizer import AxOptimizer, RestoredTrial
 from nasctl.spec import ExperimentSpec, parse_spec
 from tests.unit import test_optimizer_methods as methods
 
@@ -121,7 +121,7 @@ def test_model_diagnostics_fit_the_optimizers_scale() -> None:
     fitted on the log scale there too, and the result says so."""
     from datetime import datetime, timezone
 
-    from nasctl.orchestration.diagnostics import loo_cross_validation
+    from nasctl.optimizer.diagnostics import loo_cross_validation
     from nasctl.types import TrialRecord, TrialStatus
 
     rng = np.random.default_rng(1)
@@ -219,7 +219,7 @@ def _acquisition(monkeypatch: pytest.MonkeyPatch, trials: list[RestoredTrial], s
     from ax.generators.torch.botorch_modular.acquisition import Acquisition
 
     built: list[Any] = []
-    opt = AxOptimizer(spec)  # installs the raw-scale improvement
+    opt = AxOptimizer(spec)
     construct = Acquisition._construct_botorch_acquisition  # noqa: SLF001
 
     def capture(self: Any, *args: Any, **kwargs: Any) -> Any:

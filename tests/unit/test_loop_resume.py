@@ -17,7 +17,7 @@ from nasctl.orchestration import loop
 from nasctl.orchestration.generator import CandidateGenerator
 from nasctl.orchestration.jobs import build_request, job_name, trial_dir
 from nasctl.orchestration.loop import Orchestrator, RunSummary
-from nasctl.orchestration.optimizer import Candidate
+from nasctl.optimizer.ax_optimizer import Candidate
 from nasctl.runners.base import JobRequest, SubmittedJob
 from nasctl.runners.local import LocalRunner
 from nasctl.spec import ExperimentSpec, parse_spec, spec_to_dict

@@ -1,5 +1,5 @@
 """The Pareto mask used to prune qLogNEHVI's baseline
-(nasctl/orchestration/nondominated.py) gives BoTorch's answers."""
+(nasctl/optimizer/nondominated.py) gives BoTorch's answers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 from botorch.utils.multi_objective import pareto
 
-from nasctl.orchestration import nondominated
+from nasctl.optimizer import nondominated
 
 
 def _outcomes(batch: tuple[int, ...], n: int, m: int, seed: int) -> torch.Tensor:
@@ -53,29 +53,37 @@ def test_deduplication_is_left_to_botorch() -> None:
     assert torch.equal(nondominated.is_non_dominated(Y), pareto.is_non_dominated(Y))
 
 
-def test_the_baseline_pruning_uses_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Installed by the optimizer, `prune_inferior_points_multi_objective` calls it."""
-    import json
+@pytest.mark.parametrize(("n", "m", "constrained"), [(25, 2, False), (40, 3, False), (30, 3, True)])
+def test_pruning_matches_botorchs(n: int, m: int, constrained: bool) -> None:
+    """`prune_inferior_points` keeps the baseline points BoTorch's pruning keeps,
+    and nasctl's qLogNEHVI, pruning with it, gives BoTorch's values."""
+    from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
+    from botorch.acquisition.multi_objective.objective import IdentityMCMultiOutputObjective
+    from botorch.acquisition.multi_objective.utils import prune_inferior_points_multi_objective
+    from botorch.models import SingleTaskGP
+    from botorch.sampling.normal import SobolQMCNormalSampler
 
-    from botorch.acquisition.multi_objective import utils
+    from nasctl.optimizer import acquisition
 
-    from nasctl.orchestration.optimizer import AxOptimizer
-    from nasctl.spec import parse_spec
-
-    monkeypatch.setattr(utils, "is_non_dominated", pareto.is_non_dominated)
-    spec = parse_spec(json.dumps({
-        "name": "p", "search_space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-        "objectives": {k: {"goal": "minimize", "threshold": 2.0} for k in "fg"},
-        "budget": {"max_trials": 8}, "trial": {"script": "/bin/true"},
-        "optimizer": {"method": "botorch", "seed": 0, "initial_trials": 5},
-    }))
-    opt = AxOptimizer(spec)
-    assert utils.is_non_dominated is nondominated.is_non_dominated
-    calls = []
-    real = nondominated.is_non_dominated
-    monkeypatch.setattr(utils, "is_non_dominated", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
-    for _ in range(6):
-        (c,) = opt.generate(1)
-        x = float(c.parameters["x"])
-        opt.complete(c.index, {"f": x, "g": (1.0 - x) ** 2})
-    assert c.method == "MBM" and calls and calls[-1][0] == 2048  # one mask per posterior sample
+    g = torch.Generator().manual_seed(n)
+    x = torch.rand(n, 3, generator=g, dtype=torch.float64)
+    y = torch.stack([torch.sin(3 * x[:, 0] + k) - x[:, 1] * k + x[:, 2] ** 2 for k in range(m + constrained)], -1)
+    model = SingleTaskGP(x, y)
+    ref = torch.full((m,), -1.5, dtype=torch.float64)
+    kwargs: dict = {}
+    if constrained:
+        kwargs = {"objective": IdentityMCMultiOutputObjective(outcomes=list(range(m))),
+                  "constraints": [lambda Z: Z[..., -1] - 0.3]}
+    torch.manual_seed(0)
+    want = prune_inferior_points_multi_objective(model=model, X=x, ref_point=ref, **kwargs)
+    torch.manual_seed(0)
+    got = nondominated.prune_inferior_points(model=model, X=x, ref_point=ref, **kwargs)
+    assert 0 < got.shape[0] < n and torch.equal(got, want)
+    values = []
+    for cls in (qLogNoisyExpectedHypervolumeImprovement, acquisition.HypervolumeImprovement):
+        torch.manual_seed(0)  # the pruning draws its posterior samples from torch's generator
+        acqf = cls(model=model, ref_point=ref, X_baseline=x, prune_baseline=True,
+                   sampler=SobolQMCNormalSampler(torch.Size([16]), seed=1), **kwargs)
+        with torch.no_grad():
+            values.append(acqf(torch.rand(16, 1, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)))
+    assert torch.equal(values[0], values[1])

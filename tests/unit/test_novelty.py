@@ -11,8 +11,8 @@ import pytest
 import torch
 from botorch.test_functions.multi_objective import BraninCurrin
 
-from nasctl.orchestration.novelty import METHOD, REPEAT_RADIUS, RepeatGuard
-from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial
+from nasctl.optimizer.novelty import METHOD, REPEAT_RADIUS, RepeatGuard
+from nasctl.optimizer.ax_optimizer import AxOptimizer, RestoredTrial
 from nasctl.spec import ExperimentSpec, parse_spec
 
 MIXED = {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nasctl.orchestration.optimizer import AxOptimizer, ax_metric_names
+from nasctl.optimizer.ax_optimizer import AxOptimizer, ax_metric_names
 from nasctl.spec import parse_spec
 
 SPEC = """
@@ -79,7 +79,7 @@ def test_a_stale_kernel_build_lock_never_blocks_proposals(tmp_path: Path) -> Non
     (ext / "lock").touch()
     code = f"""
 from nasctl.spec import parse_spec
-from nasctl.orchestration.optimizer import AxOptimizer
+from nasctl.optimizer.ax_optimizer import AxOptimizer
 spec = parse_spec('''{SPEC}'''.replace("initial_trials: 6", "initial_trials: 3"))
 opt = AxOptimizer(spec)
 for c in opt.generate(3):
@@ -99,7 +99,7 @@ def test_early_stopped_trials_teach_the_model_their_optimistic_values() -> None:
     A restored optimizer ends in the same state."""
     from ax.core.base_trial import TrialStatus as AxStatus
 
-    from nasctl.orchestration.optimizer import RestoredTrial
+    from nasctl.optimizer.ax_optimizer import RestoredTrial
 
     spec = parse_spec(SPEC.replace("initial_trials: 6", "initial_trials: 4").replace("max_trials: 6", "max_trials: 8"))
     opt = AxOptimizer(spec)
@@ -136,7 +136,7 @@ def test_build_extension_waits_for_a_builder_in_another_process(tmp_path: Path, 
     starts none of its own and waits for that one's kernel file (or gives up at its timeout)."""
     import threading
 
-    from nasctl.orchestration.optimizer import FUSED_EXTENSION, build_extension
+    from nasctl.optimizer.ax_optimizer import FUSED_EXTENSION, build_extension
 
     ext = tmp_path / "ext" / FUSED_EXTENSION
     ext.mkdir(parents=True)

@@ -9,9 +9,9 @@ import pytest
 import json
 
 from nasctl.errors import SpecError
-from nasctl.orchestration import strategies
-from nasctl.orchestration.methods import resolve_method
-from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial
+from nasctl.optimizer import strategies
+from nasctl.optimizer.methods import resolve_method
+from nasctl.optimizer.ax_optimizer import AxOptimizer, RestoredTrial
 from nasctl.spec import ExperimentSpec, parse_spec
 
 OPS = ["none", "skip", "conv1", "conv3", "pool"]
@@ -143,13 +143,13 @@ def test_sobol_method_restores_without_repeating() -> None:
 
 def test_saasbo_without_jax_falls_back_or_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     from nasctl.errors import BadInputError
-    from nasctl.orchestration import methods
-    from nasctl.orchestration.service import check_spec_runnable
+    from nasctl.optimizer import methods
+    from nasctl.orchestration.control import check_spec_runnable
 
     monkeypatch.setattr(methods, "saasbo_available", lambda: False)
-    import nasctl.orchestration.service as service
+    import nasctl.orchestration.control as control
 
-    monkeypatch.setattr(service, "saasbo_available", lambda: False)
+    monkeypatch.setattr(control, "saasbo_available", lambda: False)
     wide = {f"x{i}": {"type": "float", "low": 0.0, "high": 1.0} for i in range(24)}
     choice = resolve_method(make_spec(wide, max_trials=100))
     assert choice.method == "botorch" and "nasctl[saasbo]" in choice.reason

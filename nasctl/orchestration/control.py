@@ -20,7 +20,7 @@ from typing import Any
 from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError
 from nasctl.pareto import compute_front
 from nasctl.runners import Runner, get_runner
-from nasctl.orchestration.methods import SAASBO_INSTALL_HINT, saasbo_available
+from nasctl.optimizer.methods import SAASBO_INSTALL_HINT, saasbo_available
 from nasctl.runners.components import check_component, resolve_component_name
 from nasctl.search_spaces import TRAINER_METRICS, check_dataset, get_search_space
 from nasctl.spec import BUILTIN_TRAINER_SOURCES, ExperimentSpec, spec_from_dict, spec_to_dict
@@ -95,7 +95,7 @@ def default_work_root() -> str:
 def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
     """What `nasctl run` would launch first, without touching any database."""
     from nasctl.orchestration.jobs import build_request
-    from nasctl.orchestration.optimizer import AxOptimizer
+    from nasctl.optimizer.ax_optimizer import AxOptimizer
 
     check_spec_runnable(spec)
     prepare_orchestrator_process()
@@ -205,8 +205,8 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
            on_orchestrator: Callable[[Any], None] | None = None) -> Any:
     from nasctl.orchestration.generator import CandidateGenerator
     from nasctl.orchestration.loop import Orchestrator, install_signal_handlers
-    from nasctl.orchestration.methods import resolve_method
-    from nasctl.orchestration.optimizer import AxOptimizer, RestoredTrial, prebuild_extension
+    from nasctl.optimizer.methods import resolve_method
+    from nasctl.optimizer.ax_optimizer import AxOptimizer, RestoredTrial, prebuild_extension
 
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
     existing = store.list_trials(exp.id)
@@ -370,7 +370,7 @@ def pareto_view(store: Store, name: str) -> dict[str, Any]:
 
 
 def status_view(store: Store, name: str) -> dict[str, Any]:
-    from nasctl.orchestration.methods import resolve_method
+    from nasctl.optimizer.methods import resolve_method
 
     exp, spec, trials = _load(store, name)
     counts = {s.value: 0 for s in TrialStatus}

@@ -51,7 +51,7 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
     Raises:
         BadInputError: fewer than `MIN_TRIALS` usable completed trials.
     """
-    from nasctl.orchestration.optimizer import AxOptimizer
+    from nasctl.optimizer.ax_optimizer import AxOptimizer
 
     metrics = list(spec.metric_names)
     usable = [
@@ -79,7 +79,7 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
     try:
         from ax.adapter.cross_validation import cross_validate
 
-        from nasctl.orchestration import logscale
+        from nasctl.optimizer import logscale
     finally:
         logging.disable(logging.NOTSET)
     experiment = opt.client._experiment  # noqa: SLF001 - Ax exposes no public accessor
@@ -135,7 +135,7 @@ def _model_spec(spec: ExperimentSpec, opt: Any) -> tuple[str, Any]:
     """How to name the model, and the Ax generator spec of the method's
     model-based step (GP class, transforms, options), or of the botorch
     method's for the methods in `NOT_CROSS_VALIDATED`."""
-    from nasctl.orchestration.strategies import build_strategy
+    from nasctl.optimizer.strategies import build_strategy
 
     method = opt.choice.method
     if method in NOT_CROSS_VALIDATED:

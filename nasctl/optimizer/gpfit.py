@@ -109,18 +109,23 @@ def _fit(model: Any, mll_class: Any, mll_options: dict[str, Any] | None, optimiz
 
 
 def register() -> None:
-    """Route Ax's fits of single-task GPs through `_fit` (once per process)."""
+    """Route Ax's fits of single-task GPs and of the categorical method's GP
+    through `_fit` (once per process), with the registration hook of Ax's
+    `fit_botorch_model` dispatcher (Ax's documented way to fit a model class
+    its own way). Outside an active `FitCache` a SingleTaskGP's fit is Ax's
+    (`fit_gpytorch_mll` with its defaults)."""
     if getattr(register, "done", False):
         return
     from ax.generators.torch.botorch_modular.utils import fit_botorch_model
     from botorch.models.gp_regression import SingleTaskGP
-    from botorch.models.gp_regression_mixed import MixedSingleTaskGP
+
+    from nasctl.optimizer import catgp
 
     @fit_botorch_model.register(SingleTaskGP)
     def _fit_single(model: Any, mll_class: Any, mll_options: dict[str, Any] | None = None) -> None:
         _fit(model, mll_class, mll_options, None)
 
-    @fit_botorch_model.register(MixedSingleTaskGP)
+    @fit_botorch_model.register(catgp.model_class())
     def _fit_mixed(model: Any, mll_class: Any, mll_options: dict[str, Any] | None = None) -> None:
         _fit(model, mll_class, mll_options, {"options": {"maxiter": CATEGORICAL_MAXITER}})
 

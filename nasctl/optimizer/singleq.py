@@ -19,20 +19,18 @@ fits, 2-core machine): a BraninCurrin proposal 0.84 -> 0.61 s (median of 10),
 a VehicleSafety proposal 1.66 -> 1.35 s (median of 5), with the same
 proposals to the last digit.
 
-`install()` replaces the method with one that skips those steps when they
-are identities (one candidate, no outcome constraints, BoTorch's fused kernel
-in use) and is BoTorch's own method otherwise. The values and gradients are
-the same bit for bit (tests/unit/test_singleq.py).
+`compute_log_qehvi` skips those steps when they are identities (one
+candidate, no outcome constraints, BoTorch's fused kernel in use); nasctl's
+qLogNEHVI subclass (`acquisition.HypervolumeImprovement`) calls it from its
+`_compute_log_qehvi` and BoTorch's own method otherwise. The values and
+gradients are the same bit for bit (tests/unit/test_singleq.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-_ORIGINAL: Any = None
-
-
-def _skips_identities(acqf: Any, samples: Any) -> bool:
+def skips_identities(acqf: Any, samples: Any) -> bool:
     """Whether `compute_log_qehvi` may take the short path for these samples."""
     from botorch.acquisition.multi_objective import logei
 
@@ -46,13 +44,12 @@ def _skips_identities(acqf: Any, samples: Any) -> bool:
 
 
 def compute_log_qehvi(self: Any, samples: Any, X: Any = None) -> Any:
-    """`qLogExpectedHypervolumeImprovement._compute_log_qehvi` (also qLogNEHVI's),
-    without steps 6-8 where they are identities (see the module docstring)."""
+    """`qLogExpectedHypervolumeImprovement._compute_log_qehvi` (also qLogNEHVI's)
+    for samples where `skips_identities` holds, without steps 6-8 (see the
+    module docstring)."""
     from botorch.acquisition.multi_objective import logei
     from botorch.utils.safe_math import logmeanexp, logsumexp
 
-    if not _skips_identities(self, samples):
-        return _ORIGINAL(self, samples, X=X)
     obj = self.objective(samples, X=X)  # mc_samples x batch_shape x 1 x m
     batch_shape = obj.shape[:-2]
     lower, upper = self.cell_lower_bounds, self.cell_upper_bounds
@@ -70,21 +67,3 @@ def compute_log_qehvi(self: Any, samples: Any, X: Any = None) -> Any:
     # steps 1-4 gave mc_samples x batch_shape x num_cells x 1; step 9: sum over
     # the cells, mean over the posterior samples
     return logmeanexp(logsumexp(log_areas.squeeze(-1), dim=-1), dim=0)
-
-
-def install() -> None:
-    """Use `compute_log_qehvi` for qLogEHVI and qLogNEHVI (idempotent)."""
-    global _ORIGINAL
-    from botorch.acquisition.multi_objective.logei import qLogExpectedHypervolumeImprovement as cls
-
-    if _ORIGINAL is None:
-        _ORIGINAL = cls._compute_log_qehvi
-    cls._compute_log_qehvi = compute_log_qehvi  # type: ignore[method-assign]
-
-
-def uninstall() -> None:
-    """Put BoTorch's method back."""
-    from botorch.acquisition.multi_objective.logei import qLogExpectedHypervolumeImprovement as cls
-
-    if _ORIGINAL is not None:
-        cls._compute_log_qehvi = _ORIGINAL  # type: ignore[method-assign]

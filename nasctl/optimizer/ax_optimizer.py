@@ -1,4 +1,4 @@
-"""The optimizer adapter: the only module that imports Ax.
+"""The optimizer adapter: nasctl's interface to Ax.
 
 `AxOptimizer` wraps an in-memory `ax.api.Client`. Its experiment is an engine,
 not a store: it is rebuilt from our SQL store with `attach` on resume, and its
@@ -25,12 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nasctl.orchestration import boxdecomp, jointpost, nondominated, singleq
-from nasctl.orchestration.gpfit import FitCache
-from nasctl.orchestration.methods import resolve_method
-from nasctl.orchestration.novelty import METHOD as EXPLORE
-from nasctl.orchestration.novelty import RepeatGuard
-from nasctl.orchestration.strategies import build_strategy
+from nasctl.optimizer.gpfit import FitCache
+from nasctl.optimizer.methods import resolve_method
+from nasctl.optimizer.novelty import METHOD as EXPLORE
+from nasctl.optimizer.novelty import RepeatGuard
+from nasctl.optimizer.strategies import build_strategy
 from nasctl.spec import ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
 from nasctl.types import ParamValue
 
@@ -86,9 +85,10 @@ def prebuild_extension() -> subprocess.Popen[bytes] | None:
     file, and an orchestrator killed while holding it (kill -9 is allowed at
     any instant) would leave every later process waiting on that lock forever.
     The builder is a separate process in its own session, records its pid, and
-    removes a lock whose recorded builder is dead before it starts. Until the
-    kernel exists the orchestrator uses BoTorch's pure-Python path (same
-    proposals, slower). Returns None when the kernel is already built.
+    removes a lock whose recorded builder is dead before it starts. The
+    orchestrator starts it at once and its first model-based proposal waits
+    for it (`use_prebuilt_extension`). Returns None when the kernel is already
+    built.
     """
     ext = _extension_dir()
     if ext is None or os.path.exists(os.path.join(ext, FUSED_EXTENSION + ".so")):
@@ -114,46 +114,55 @@ def prebuild_extension() -> subprocess.Popen[bytes] | None:
     )
 
 
+def _builder_alive(ext: str) -> bool:
+    """Whether the builder recorded in `ext` (see `prebuild_extension`) still runs."""
+    try:
+        with open(os.path.join(ext, "builder.pid")) as f:
+            os.kill(int(f.read()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def build_extension(timeout: float = 600.0) -> bool:
     """Build BoTorch's fused kernel now (through `prebuild_extension`'s detached
     builder) and wait until it exists, also when another process is the one
-    building it. For benchmarks and tests that must not time or test BoTorch's
-    pure-Python path; the orchestrator never waits. Returns whether the kernel
-    exists (False without a TORCH_EXTENSIONS_DIR, see
-    `service.prepare_orchestrator_process`)."""
+    building it; stop waiting when no builder runs any more (a build that
+    failed). Returns whether the kernel exists (False without a
+    TORCH_EXTENSIONS_DIR, see
+    `nasctl.orchestration.control.prepare_orchestrator_process`)."""
     ext = _extension_dir()
     if ext is None:
         return False
+    built = os.path.join(ext, FUSED_EXTENSION + ".so")
+    if os.path.exists(built):
+        return True
     builder = prebuild_extension()
     if builder is not None:
         builder.wait(timeout=timeout)
-    built = os.path.join(ext, FUSED_EXTENSION + ".so")
     deadline = time.monotonic() + timeout  # a builder started by another process exits this one at once
-    while not os.path.exists(built) and time.monotonic() < deadline:
+    while not os.path.exists(built) and time.monotonic() < deadline and _builder_alive(ext):
         time.sleep(1)
     return os.path.exists(built)
 
 
 def use_prebuilt_extension() -> bool:
-    """Hand BoTorch the fused kernel if it has been built, without torch's JIT
-    loader (and its lock); otherwise keep BoTorch on its pure-Python path.
-    Returns whether the kernel is in use."""
-    from botorch.acquisition.multi_objective import logei
+    """Let BoTorch load the fused kernel from `prebuild_extension`'s build.
 
-    if getattr(logei, "_C", None) is not None:
-        return True
-    logei._load_attempted = True  # never JIT-compile inside the orchestrator
+    BoTorch loads the kernel when it first builds a qLogNEHVI in a process: it
+    tries `import logei_fused_ext` first and compiles it itself (torch's JIT
+    loader, which holds a lock file while it builds) only where that fails.
+    This waits for the detached builder (a no-op once the kernel exists: the
+    wait is paid once per installation, by the first model-based proposal of
+    the first run) and puts the kernel's directory on `sys.path`, so BoTorch's
+    import finds it and never compiles inside the orchestrator. Where no
+    kernel could be built (no TORCH_EXTENSIONS_DIR, no compiler) BoTorch does
+    what it always does. Returns whether the kernel exists."""
     ext = _extension_dir()
-    if ext is None or not os.path.exists(os.path.join(ext, FUSED_EXTENSION + ".so")):
+    if ext is None or not build_extension():
         return False
     if ext not in sys.path:
         sys.path.insert(0, ext)
-    try:
-        import importlib
-
-        logei._C = importlib.import_module(FUSED_EXTENSION)  # type: ignore[assignment]
-    except ImportError:
-        return False
     return True
 
 
@@ -201,13 +210,6 @@ class AxOptimizer:
             warnings.filterwarnings("ignore", module=mod)
         torch.set_num_threads(1)
         _limit_blas_threads()
-        boxdecomp.install()
-        jointpost.install()
-        nondominated.install()
-        singleq.install()
-        from nasctl.orchestration import logscale  # imports Ax: after the quietening above
-
-        logscale.install()  # hypervolume improvements on the raw scale of log-scale objectives
         self.spec = spec
         self.names = ax_metric_names(spec)
         self.client = Client(random_seed=spec.optimizer.seed)
@@ -331,10 +333,13 @@ class AxOptimizer:
         proposal that repeats an earlier trial is replaced (see `novelty`)."""
         from ax.utils.common.random import with_rng_seed
 
-        use_prebuilt_extension()
+        from nasctl.optimizer import logscale  # imports Ax: after __init__ has quietened it
+
         client = self.client
         experiment = client._experiment  # noqa: SLF001 - see the docstring
-        with self.fits.active(), with_rng_seed(seed=client._random_seed):  # noqa: SLF001
+        if len(self.spec.objectives) > 1 and len(experiment.trials) >= self.spec.initial_trials:
+            use_prebuilt_extension()  # before BoTorch builds its first qLogNEHVI here
+        with self.fits.active(), logscale.proposal(), with_rng_seed(seed=client._random_seed):  # noqa: SLF001
             runs = client._generation_strategy_or_choose().gen(  # noqa: SLF001
                 experiment=experiment, n=1, num_trials=n
             )
@@ -363,7 +368,7 @@ class AxOptimizer:
 
     def _fitted_log_scale(self) -> tuple[str, ...]:
         """The objectives that the model just fitted has on the log scale (`logscale`)."""
-        from nasctl.orchestration import logscale  # imports Ax: after __init__ has quietened it
+        from nasctl.optimizer import logscale  # imports Ax: after __init__ has quietened it
 
         adapter = self.client._generation_strategy.adapter  # noqa: SLF001 - the model of the last proposal
         logged = logscale.logged_metrics(adapter)

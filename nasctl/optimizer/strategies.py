@@ -2,7 +2,9 @@
 
 Every model-based strategy is Ax's own dispatch (a center point, Sobol for
 `spec.initial_trials` trials, then a modular-BoTorch node named "MBM"), with
-the model and the acquisition-optimisation budget set here. Keeping Ax's node
+the model, the transforms (`logscale.WideLogY`), the acquisition
+(`acquisition.NasctlAcquisition`) and the acquisition-optimisation budget set
+here, through the generator's arguments. Keeping Ax's node
 names ("Sobol", "MBM") keeps `AxOptimizer.restore` working for every method.
 
 Acquisition budget. BoTorch's defaults (20 restarts from the best of 1,024
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nasctl.orchestration import catgp, gpfit
+from nasctl.optimizer import catgp, gpfit
 from nasctl.spec import ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
 
 SAAS_NUTS = {"warmup_steps": 128, "num_samples": 128, "thinning": 16, "max_tree_depth": 6}
@@ -130,7 +132,8 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
     from botorch.models.fully_bayesian import SaasFullyBayesianSingleTaskGP
     from botorch.sampling.normal import SobolQMCNormalSampler
 
-    from nasctl.orchestration import logscale
+    from nasctl.optimizer import logscale
+    from nasctl.optimizer.acquisition import NasctlAcquisition
 
     gpfit.register()
     seed = spec.optimizer.seed
@@ -171,6 +174,9 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
             # one-hot): Ax then fits MixedSingleTaskGP and optimises over valid choices only
             inputs = Mixed_transforms if method == "categorical" else MBM_X_trans
             gspec.generator_kwargs["transforms"] = logscale.with_wide_log([*inputs, *Y_trans])
+            # nasctl's acquisition (see `acquisition`): Ax's choice of BoTorch function,
+            # qLogNEHVI as nasctl's faster subclass, hypervolumes on the raw scale
+            gspec.generator_kwargs["acquisition_class"] = NasctlAcquisition
             budget = acquisition_budget(dims, larger_budget)
             if method == "categorical" or local_search:
                 budget = dict(LOCAL_SEARCH_BUDGET)

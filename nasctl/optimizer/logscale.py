@@ -21,10 +21,11 @@ measured on the objectives' own scale, and Ax's `LogY` also moves the
 objective thresholds (the reference point) to the log scale, so BoTorch's
 hypervolume improvement would be measured in log units: a gain near an
 objective's floor (a loss going from 1e-4 to 5e-5) would weigh as much as
-one near its threshold (1e-2 to 5e-3). `install()` makes the acquisition of
-every proposal measure it on the raw scale: for each objective on the log
-scale, the model's posterior samples and the threshold are mapped back with
-`raw_units` before the hypervolume is computed. The mapping is monotone, so
+one near its threshold (1e-2 to 5e-3). nasctl's Ax `Acquisition` subclass
+(`acquisition.NasctlAcquisition`, chosen in the generation step) measures it
+on the raw scale: for each objective on the log scale, the model's posterior
+samples and the threshold are mapped back with `raw_units` before the
+hypervolume is computed (`raw_scale_plan`, `RawScaleObjective`). The mapping is monotone, so
 which trials are Pareto-optimal does not change, only how much each gain is
 worth.
 """
@@ -33,7 +34,9 @@ from __future__ import annotations
 
 import contextvars
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,6 +47,10 @@ from botorch.acquisition.multi_objective.objective import MCMultiOutputObjective
 SPAN = 10.0
 """Ratio of the upper to the lower quartile of the observed values at which an
 objective is modelled on the log scale: its middle half spans a decade."""
+
+RAW_SCALE = True
+"""Measure hypervolume improvements on the objectives' own scale (False: on
+the model's log scale, as Ax does; for `benchmarks/ablation.py`)."""
 
 FLOOR = 1e-6
 """An objective whose smallest observed value is below this fraction of its
@@ -118,20 +125,52 @@ class WideLogY(LogY):  # type: ignore[misc]
             adapter=adapter,
             config={**(config or {}), "metrics": metrics},
         )
+        proposal = _PROPOSAL.get()
+        if proposal is not None and adapter is not None:
+            proposal.adapter = adapter  # the adapter whose transforms the acquisition will see
 
 
 # --- the hypervolume improvement on the raw scale ------------------------------------------
 #
-# Between the adapter (which knows the transforms) and BoTorch's acquisition (which knows
-# model outputs only), the per-proposal facts travel in context variables: `_LOGGED` holds
-# the log-scale standard deviation of each logged metric for the proposal being made, and
-# `_COLUMNS` the model-output columns to map back while Ax builds the acquisition function.
+# Between the adapter (which knows the transforms) and the acquisition (which knows model
+# outputs only), the adapter of the proposal being made travels in a context variable: the
+# optimizer opens a `proposal()` around each call to Ax, `WideLogY` records the adapter it
+# belongs to, and the acquisition reads the log-scale metrics' standard deviations from that
+# adapter's transforms. Outside a `proposal()` (Ax used elsewhere in the process) nothing is
+# recorded and the acquisition is Ax's.
 
-_LOGGED: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar("nasctl_logged", default=None)
-_COLUMNS: contextvars.ContextVar[tuple[list[int], list[float]] | None] = contextvars.ContextVar(
-    "nasctl_raw_columns", default=None
-)
-_ORIGINALS: dict[str, Any] = {}
+
+@dataclass
+class _Proposal:
+    adapter: Any = None
+
+
+_PROPOSAL: contextvars.ContextVar[_Proposal | None] = contextvars.ContextVar("nasctl_proposal", default=None)
+
+
+@contextmanager
+def proposal() -> Iterator[None]:
+    """Measure the hypervolume improvements of the proposals Ax makes inside the
+    `with` block on the raw scale (see the module docstring)."""
+    token = _PROPOSAL.set(_Proposal())
+    try:
+        yield
+    finally:
+        _PROPOSAL.reset(token)
+
+
+def logged_sds(adapter: Any) -> dict[str, float]:
+    """The log-scale standard deviation (Ax's `StandardizeY` after `WideLogY`) of
+    each metric a fitted adapter models on the log scale."""
+    logged: dict[str, float] = {}
+    log_transform = adapter.transforms.get(WideLogY.__name__) if adapter is not None else None
+    standardize = adapter.transforms.get("StandardizeY") if adapter is not None else None
+    if isinstance(log_transform, WideLogY) and standardize is not None:
+        for name in log_transform.metric_signatures:
+            sd = getattr(standardize, "Ystd", {}).get(name)
+            if sd is not None and math.isfinite(sd) and sd > 0:
+                logged[name] = float(sd)
+    return logged
 
 
 def raw_units(z: Any, sd: Any) -> Any:
@@ -211,11 +250,14 @@ def _objective_columns(weights: torch.Tensor) -> list[tuple[int, float]] | None:
     return out
 
 
-def _raw_scale_plan(acquisition: Any, botorch_acqf_class: type) -> tuple[list[int], list[float], torch.Tensor] | None:
-    """For a hypervolume-improvement acquisition while objectives are on the log scale:
-    the model-output columns to map back, their log-scale sds, and the reference point
-    mapped the same way. None where Ax's own acquisition applies."""
-    logged = _LOGGED.get()
+def raw_scale_plan(acquisition: Any, botorch_acqf_class: type) -> tuple[list[int], list[float], torch.Tensor] | None:
+    """For a hypervolume-improvement acquisition (an Ax `Acquisition`) while objectives
+    are on the log scale: the model-output columns to map back, their log-scale sds, and
+    the reference point mapped the same way. None where Ax's own acquisition applies."""
+    current = _PROPOSAL.get()
+    if not RAW_SCALE or current is None:
+        return None
+    logged = logged_sds(current.adapter)
     thresholds = acquisition._objective_thresholds  # noqa: SLF001 - maximisation-aligned, one per objective
     if not logged or thresholds is None or not issubclass(botorch_acqf_class, _hypervolume_classes()):
         return None
@@ -229,63 +271,3 @@ def _raw_scale_plan(acquisition: Any, botorch_acqf_class: type) -> tuple[list[in
             sd = torch.tensor(sds[columns.index(j)], dtype=thresholds.dtype, device=thresholds.device)
             mapped[i] = w * raw_units(thresholds[i] / w, sd)
     return columns, sds, mapped
-
-
-def _construct_botorch_acquisition(self: Any, botorch_acqf_class: type, botorch_acqf_options: Any, model: Any) -> Any:
-    """Ax's `Acquisition._construct_botorch_acquisition`, with a hypervolume-improvement
-    acquisition measured on the raw scale of the objectives that are on the log scale."""
-    plan = _raw_scale_plan(self, botorch_acqf_class)
-    thresholds = self._objective_thresholds  # noqa: SLF001
-    token = None
-    if plan is not None:
-        columns, sds, mapped = plan
-        token = _COLUMNS.set((columns, sds))
-        self._objective_thresholds = mapped  # noqa: SLF001 - read by the original as the reference point
-    try:
-        return _ORIGINALS["construct"](self, botorch_acqf_class=botorch_acqf_class,
-                                       botorch_acqf_options=botorch_acqf_options, model=model)
-    finally:
-        if token is not None:
-            self._objective_thresholds = thresholds  # noqa: SLF001 - Ax's, for its later use
-            _COLUMNS.reset(token)
-
-
-def _get_botorch_objective_and_transform(self: Any, *args: Any, **kwargs: Any) -> Any:
-    objective, transform = _ORIGINALS["objective"](self, *args, **kwargs)
-    wrap = _COLUMNS.get()
-    if wrap is not None:
-        objective = RawScaleObjective(objective, *wrap)
-    return objective, transform
-
-
-def _adapter_gen(self: Any, *args: Any, **kwargs: Any) -> Any:
-    """`TorchAdapter._gen` with the log-scale metrics' standard deviations in `_LOGGED`."""
-    logged: dict[str, float] = {}
-    log_transform = self.transforms.get(WideLogY.__name__)
-    standardize = self.transforms.get("StandardizeY")
-    if isinstance(log_transform, WideLogY) and standardize is not None:
-        for name in log_transform.metric_signatures:
-            sd = getattr(standardize, "Ystd", {}).get(name)
-            if sd is not None and math.isfinite(sd) and sd > 0:
-                logged[name] = float(sd)
-    token = _LOGGED.set(logged or None)
-    try:
-        return _ORIGINALS["gen"](self, *args, **kwargs)
-    finally:
-        _LOGGED.reset(token)
-
-
-def install() -> None:
-    """Measure hypervolume improvements on the raw scale (idempotent; see the module docstring)."""
-    from ax.adapter.torch import TorchAdapter
-    from ax.generators.torch.botorch_modular.acquisition import Acquisition
-
-    if _ORIGINALS:
-        return
-    _ORIGINALS["gen"] = TorchAdapter._gen  # noqa: SLF001
-    _ORIGINALS["construct"] = Acquisition._construct_botorch_acquisition  # noqa: SLF001
-    _ORIGINALS["objective"] = Acquisition.get_botorch_objective_and_transform
-    TorchAdapter._gen = _adapter_gen  # type: ignore[method-assign] # noqa: SLF001
-    Acquisition._construct_botorch_acquisition = _construct_botorch_acquisition  # type: ignore[method-assign] # noqa: SLF001
-    Acquisition.get_botorch_objective_and_transform = _get_botorch_objective_and_transform  # type: ignore[method-assign]
-

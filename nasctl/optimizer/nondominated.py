@@ -14,8 +14,9 @@ samples that keep it under `MAX_BYTES`: 54 ms for the same input, with the
 same answer (tests compare both on ties and duplicates; for a point with no
 values, BoTorch's all-pairs path and its loop disagree, and this follows the
 all-pairs path: such a point is dominated and dominates nothing).
-`install()` uses it in that pruning step only; everything else keeps
-BoTorch's function.
+`prune_inferior_points` is BoTorch's pruning with it; nasctl's qLogNEHVI
+subclass (`acquisition.HypervolumeImprovement`) prunes with it and hands
+BoTorch the pruned baseline.
 """
 
 from __future__ import annotations
@@ -56,8 +57,29 @@ def is_non_dominated(Y: Any, maximize: bool = True, deduplicate: bool = True) ->
     return torch.cat(masks).reshape(Y.shape[:-1])
 
 
-def install() -> None:
-    """Use `is_non_dominated` where qLogNEHVI prunes its baseline (idempotent)."""
-    from botorch.acquisition.multi_objective import utils
+def prune_inferior_points(
+    model: Any, X: Any, ref_point: Any, objective: Any = None, constraints: Any = None,
+    num_samples: int = 2048, marginalize_dim: int | None = None,
+) -> Any:
+    """BoTorch's `prune_inferior_points_multi_objective` (botorch 0.18.1, with
+    `max_frac=1`) with `is_non_dominated` above: the points of `X` (`n x d`)
+    that are feasible, better than `ref_point` and Pareto-optimal in at least
+    one of `num_samples` posterior samples."""
+    import torch
+    from botorch.acquisition.utils import _prune_inferior_shared_processing
 
-    utils.is_non_dominated = is_non_dominated  # type: ignore[attr-defined]
+    max_points, obj_vals, infeas = _prune_inferior_shared_processing(
+        model=model, X=X, is_moo=True, objective=objective, constraints=constraints,
+        num_samples=num_samples, max_frac=1.0, marginalize_dim=marginalize_dim,
+    )
+    if infeas.any():
+        obj_vals[infeas] = ref_point
+    pareto_mask = is_non_dominated(obj_vals, deduplicate=False) & (obj_vals > ref_point).all(dim=-1)
+    probs = pareto_mask.to(dtype=X.dtype).mean(dim=0)
+    idcs = probs.nonzero().view(-1)
+    if idcs.shape[0] > max_points:
+        _, order = torch.sort(probs, stable=True, descending=True)
+        idcs = order[:max_points]
+    effective_n_w = obj_vals.shape[-2] // X.shape[-2]
+    idcs = (idcs / effective_n_w).long().unique()
+    return X[idcs]

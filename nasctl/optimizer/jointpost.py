@@ -18,8 +18,8 @@ call gives (equal to rounding; `tests/unit/test_jointpost.py` compares
 acquisition values and gradients), with `(b + n q)^2` covariance entries
 instead of `n (b + q)^2`.
 
-`install()` routes qLogNEHVI's (and qNEHVI's) sampling through it for the
-categorical method's GP (`MixedSingleTaskGP` and its subclass in `catgp`), as
+nasctl's qLogNEHVI subclass (`acquisition.HypervolumeImprovement`) samples
+through it (`samples_and_pending`) for the categorical method's GP (`MixedSingleTaskGP` and its subclass in `catgp`), as
 Ax builds it (no outcome transform on the model, `Normalize` or no input
 transform), for `n x q x d` candidates with no pending points outside the
 cached baseline, and only where the joint posterior is the smaller one.
@@ -34,10 +34,8 @@ BoTorch's own path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
-
-_ORIGINAL: dict[str, Any] = {}
-
 
 def _supported(model: Any, X: Any) -> bool:
     from botorch.models.gp_regression_mixed import MixedSingleTaskGP
@@ -83,36 +81,20 @@ def candidate_posteriors(model: Any, X_baseline: Any, X: Any) -> Any:
     return GPyTorchPosterior(MultitaskMultivariateNormal.from_independent_mvns(mvns=mvns))
 
 
-def _samples_and_pending(self: Any, X: Any) -> tuple[Any, Any]:
-    """`NoisyExpectedHypervolumeMixin._compute_posterior_samples_and_concat_pending`, with the
-    joint posterior of `candidate_posteriors` where that is supported and cheaper."""
+def samples_and_pending(self: Any, X: Any, fallback: Callable[[Any], tuple[Any, Any]]) -> tuple[Any, Any]:
+    """`NoisyExpectedHypervolumeMixin._compute_posterior_samples_and_concat_pending` for
+    acquisition function `self`, with the joint posterior of `candidate_posteriors` where
+    that is supported and cheaper; `fallback(X)` (BoTorch's method) elsewhere."""
     uncached_pending = self.X_pending is not None and (
         not self.cache_pending
         or self.X_pending.shape[-2] + self._X_baseline.shape[-2] != self.X_baseline.shape[-2]
     )
     if uncached_pending or not _supported(self.model, X):
-        return _ORIGINAL["samples"](self, X)
+        return fallback(X)
     n, q = X.shape[0], X.shape[-2]
     b = self.X_baseline.shape[-2]
     if (b + n * q) ** 2 >= n * (b + q) ** 2:  # one batch, or batches so many that the joint is larger
-        return _ORIGINAL["samples"](self, X)
+        return fallback(X)
     posterior = candidate_posteriors(self.model, self.X_baseline, X)
     self._set_sampler(q_in=q, posterior=posterior)
     return self._get_f_X_samples(posterior=posterior, q_in=q), X
-
-
-def install() -> None:
-    """Route qNEHVI/qLogNEHVI sampling through `_samples_and_pending` (idempotent)."""
-    from botorch.utils.multi_objective.hypervolume import NoisyExpectedHypervolumeMixin
-
-    if "samples" not in _ORIGINAL:
-        _ORIGINAL["samples"] = NoisyExpectedHypervolumeMixin._compute_posterior_samples_and_concat_pending  # noqa: SLF001
-        NoisyExpectedHypervolumeMixin._compute_posterior_samples_and_concat_pending = _samples_and_pending  # type: ignore[method-assign]  # noqa: SLF001
-
-
-def uninstall() -> None:
-    """Restore BoTorch's own sampling (for comparisons)."""
-    from botorch.utils.multi_objective.hypervolume import NoisyExpectedHypervolumeMixin
-
-    if "samples" in _ORIGINAL:
-        NoisyExpectedHypervolumeMixin._compute_posterior_samples_and_concat_pending = _ORIGINAL.pop("samples")  # type: ignore[method-assign]  # noqa: SLF001

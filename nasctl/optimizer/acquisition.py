@@ -1,0 +1,149 @@
+"""nasctl's acquisition: subclasses of Ax's `Acquisition` and BoTorch's qLogNEHVI.
+
+Everything nasctl changes about how Ax scores candidates goes through two
+subclasses, handed to Ax in the generation step (`strategies.build_strategy`
+sets `acquisition_class`); neither Ax nor BoTorch is modified, so any other
+use of them in the process (a user's model in an in-process trial, the
+dashboard's diagnostics) gets their own behaviour.
+
+- `NasctlAcquisition` (Ax's `Acquisition`): Ax still chooses the BoTorch
+  acquisition function (qLogNEHVI for several objectives, qLogNEI for one,
+  qLogProbabilityOfFeasibility while nothing is feasible); where it chooses
+  qLogNEHVI, this builds `HypervolumeImprovement` instead, and while
+  objectives are modelled on the log scale it measures the hypervolume
+  improvement on their own scale (`logscale.raw_scale_plan`).
+- `HypervolumeImprovement` (BoTorch's `qLogNoisyExpectedHypervolumeImprovement`):
+  the same acquisition values, computed faster. Each speed-up is one named
+  entry of `SPEEDUPS` (`benchmarks/ablation.py` turns them off one at a time)
+  and is compared with BoTorch's reference implementation on random inputs in
+  the tests; docs/optimizer.md has what each one saves.
+
+  - "single-candidate" (`singleq`): one candidate at a time skips three
+    identity steps of the log hypervolume improvement;
+  - "numpy-boxes" (`boxdecomp`): the per-sample box decompositions of 3+
+    objectives in NumPy;
+  - "pairwise-pruning" (`nondominated`): the baseline pruning's
+    non-dominated sort pairwise per objective instead of BoTorch's loop;
+  - "joint-posterior" (`jointpost`): one joint posterior for a batch of
+    candidates of the categorical method's GP.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ax.generators.torch.botorch_modular.acquisition import Acquisition
+from botorch.acquisition.input_constructors import acqf_input_constructor, construct_inputs_qLogNEHVI
+from botorch.acquisition.logei import TAU_RELU
+from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
+
+from nasctl.optimizer import jointpost, logscale, nondominated, singleq
+from nasctl.optimizer.boxdecomp import NumpyNondominatedPartitioning
+
+SPEEDUPS: frozenset[str] = frozenset({"single-candidate", "numpy-boxes", "pairwise-pruning", "joint-posterior"})
+"""The speed-ups `HypervolumeImprovement` uses (all of them; fewer for ablations)."""
+
+
+class HypervolumeImprovement(qLogNoisyExpectedHypervolumeImprovement):  # type: ignore[misc]
+    """BoTorch's qLogNEHVI with the speed-ups in `SPEEDUPS`: same arguments,
+    same acquisition values and gradients (to rounding; see each module)."""
+
+    def __init__(
+        self,
+        model: Any,
+        ref_point: Any,
+        X_baseline: torch.Tensor,
+        sampler: Any = None,
+        objective: Any = None,
+        constraints: Any = None,
+        X_pending: torch.Tensor | None = None,
+        eta: Any = 1e-3,
+        prune_baseline: bool = False,
+        alpha: float = 0.0,
+        cache_pending: bool = True,
+        max_iep: int = 0,
+        incremental_nehvi: bool = True,
+        cache_root: bool | None = None,
+        tau_relu: float = TAU_RELU,
+        tau_max: float = 1e-3,
+        fat: bool = True,
+        marginalize_dim: int | None = None,
+    ) -> None:
+        if prune_baseline and "pairwise-pruning" in SPEEDUPS and X_baseline.ndim == 2:
+            # BoTorch's pruning (the mixin's first step), with the pairwise sort
+            ref = torch.as_tensor(ref_point, dtype=X_baseline.dtype, device=X_baseline.device)
+            X_baseline = nondominated.prune_inferior_points(
+                model=model, X=X_baseline, ref_point=ref, objective=objective,
+                constraints=constraints, marginalize_dim=marginalize_dim,
+            )
+            prune_baseline = False
+        super().__init__(
+            model=model, ref_point=ref_point, X_baseline=X_baseline, sampler=sampler,
+            objective=objective, constraints=constraints, X_pending=X_pending, eta=eta,
+            prune_baseline=prune_baseline, alpha=alpha, cache_pending=cache_pending,
+            max_iep=max_iep, incremental_nehvi=incremental_nehvi, cache_root=cache_root,
+            tau_relu=tau_relu, tau_max=tau_max, fat=fat, marginalize_dim=marginalize_dim,
+        )
+
+    def _set_cell_bounds(self, num_new_points: int) -> None:
+        # BoTorch picks the partitioning class in __init__ (an instance attribute);
+        # with 3+ objectives it decomposes each sample's front with it
+        objectives = int(torch.as_tensor(self.ref_point).shape[-1])
+        if "numpy-boxes" in SPEEDUPS and self.alpha == 0 and objectives > 2:
+            self.p_class = NumpyNondominatedPartitioning  # type: ignore[assignment]
+        super()._set_cell_bounds(num_new_points)
+
+    def _compute_posterior_samples_and_concat_pending(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        fallback = super()._compute_posterior_samples_and_concat_pending
+        if "joint-posterior" not in SPEEDUPS:
+            return fallback(X)  # type: ignore[no-any-return]
+        return jointpost.samples_and_pending(self, X, fallback)  # type: ignore[no-any-return]
+
+    def _compute_log_qehvi(self, samples: torch.Tensor, X: torch.Tensor | None = None) -> torch.Tensor:
+        if "single-candidate" in SPEEDUPS and singleq.skips_identities(self, samples):
+            return singleq.compute_log_qehvi(self, samples, X=X)  # type: ignore[no-any-return]
+        return super()._compute_log_qehvi(samples, X=X)  # type: ignore[no-any-return]
+
+
+# BoTorch's input constructor for qLogNEHVI builds this subclass's arguments too
+# (the registry is keyed by class; this is BoTorch's documented way to add one)
+acqf_input_constructor(HypervolumeImprovement)(construct_inputs_qLogNEHVI)
+
+
+class NasctlAcquisition(Acquisition):  # type: ignore[misc]
+    """Ax's `Acquisition`, building `HypervolumeImprovement` where Ax chose
+    qLogNEHVI, measured on the objectives' own scale where they are modelled on
+    the log scale (see `logscale`). Every other choice of Ax is kept."""
+
+    _raw_columns: tuple[list[int], list[float]] | None = None
+
+    def _construct_botorch_acquisition(
+        self, botorch_acqf_class: type, botorch_acqf_options: dict[str, Any], model: Any
+    ) -> Any:
+        if botorch_acqf_class is qLogNoisyExpectedHypervolumeImprovement:
+            botorch_acqf_class = HypervolumeImprovement
+        plan = logscale.raw_scale_plan(self, botorch_acqf_class)
+        if plan is None:
+            return super()._construct_botorch_acquisition(
+                botorch_acqf_class=botorch_acqf_class, botorch_acqf_options=botorch_acqf_options, model=model
+            )
+        columns, sds, mapped = plan
+        thresholds = self._objective_thresholds
+        # Ax's construction reads the reference point from `_objective_thresholds` and
+        # the objective from `get_botorch_objective_and_transform` (below)
+        self._objective_thresholds = mapped
+        self._raw_columns = (columns, sds)
+        try:
+            return super()._construct_botorch_acquisition(
+                botorch_acqf_class=botorch_acqf_class, botorch_acqf_options=botorch_acqf_options, model=model
+            )
+        finally:
+            self._objective_thresholds = thresholds  # Ax's, for its later use
+            self._raw_columns = None
+
+    def get_botorch_objective_and_transform(self, *args: Any, **kwargs: Any) -> Any:
+        objective, transform = super().get_botorch_objective_and_transform(*args, **kwargs)
+        if self._raw_columns is not None:
+            objective = logscale.RawScaleObjective(objective, *self._raw_columns)
+        return objective, transform
