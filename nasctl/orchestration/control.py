@@ -302,7 +302,7 @@ def request_stop(store: Store, name: str, cancel: bool) -> dict[str, Any]:
     from nasctl.runners.base import SubmittedJob
 
     exp = store.get_experiment(name)
-    if _orchestrator_alive(exp):
+    if orchestrator_alive(exp):
         queries.request_stop(store, exp.id, "by `nasctl stop" + (" --cancel`" if cancel else "`"), cancel=cancel)
         return {"experiment": name, "orchestrator": exp.lease_owner, "requested": True, "cancel": cancel}
     spec = spec_from_dict(exp.spec)
@@ -376,7 +376,7 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
     counts = {s.value: 0 for s in TrialStatus}
     for t in trials:
         counts[t.status.value] += 1
-    alive = _orchestrator_alive(exp)
+    alive = orchestrator_alive(exp)
     done = [(t.index, t.values) for t in trials if t.status == TrialStatus.COMPLETED]
     res = compute_front(done, spec.objectives, spec.parsed_constraints)
     durations = [(t.ended_at - t.started_at).total_seconds() for t in trials if t.started_at and t.ended_at]
@@ -407,7 +407,7 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
     }
 
 
-def _orchestrator_alive(exp: ExperimentRecord) -> bool:
+def orchestrator_alive(exp: ExperimentRecord) -> bool:
     """Is some orchestrator driving the experiment now (lease held, heartbeat fresh, process alive)?"""
     from nasctl.orchestration.loop import LEASE_STALE_SECONDS, owner_alive
 

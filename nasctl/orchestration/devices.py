@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timezone
 
-from nasctl.runners.base import JobState, Runner, SubmittedJob
+from nasctl.runners.base import Runner, SubmittedJob
 from nasctl.runners.devices import DeviceInventory
 from nasctl.store import Store
 from nasctl.types import DeviceLease, Placement, TrialRecord
@@ -69,7 +69,7 @@ class DevicePlacer:
     """
 
     def __init__(self, store: Store, inventory: DeviceInventory, owner: str, runner: Runner,
-                 owner_alive: object) -> None:
+                 owner_alive: Callable[[str], bool | None]) -> None:
         self.store = store
         self.inventory = inventory
         self.owner = owner
@@ -89,8 +89,7 @@ class DevicePlacer:
         """A lease of an orchestrator that is gone, whose trial's job is not running."""
         if lease.owner == self.owner or lease.host != self.host:
             return False
-        alive = self._owner_alive(lease.owner)  # type: ignore[operator]
-        if alive is not False:
+        if self._owner_alive(lease.owner) is not False:
             return False
         metadata = dict(lease.runner_metadata)
         if not metadata.get("state_dir") and lease.trial_dir:
@@ -99,4 +98,4 @@ class DevicePlacer:
                         "submitted": lease.acquired_at.replace(tzinfo=timezone.utc).timestamp()}
         job = SubmittedJob(lease.job_handle or "", metadata)
         state = self.runner.status([job]).get(job.handle)
-        return state is not None and state.state.is_terminal and state.state != JobState.UNKNOWN
+        return state is not None and state.state.is_terminal

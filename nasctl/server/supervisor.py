@@ -34,11 +34,10 @@ from pathlib import Path
 
 from nasctl.errors import AlreadyExistsError, LeaseError, NasctlError, NotFoundError
 from nasctl.orchestration import control
-from nasctl.orchestration.loop import LEASE_STALE_SECONDS, Orchestrator, owner_alive, owner_id
+from nasctl.orchestration.loop import Orchestrator, owner_alive, owner_id
 from nasctl.runners import get_runner
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store
-from nasctl.store.store import utcnow
 from nasctl.types import ExperimentRecord, ExperimentStatus
 
 log = logging.getLogger("nasctl.server")
@@ -188,7 +187,7 @@ class Supervisor:
                     del self.drivers[name]
         experiments = [e for e, _ in self.store.list_experiments()]
         for exp in sorted(experiments, key=lambda e: e.id):
-            if exp.status == ExperimentStatus.RUNNING and exp.name not in self.drivers and not self._driven(exp):
+            if exp.status == ExperimentStatus.RUNNING and exp.name not in self.drivers and not control.orchestrator_alive(exp):
                 self._start(exp, "taken over: its orchestrator is gone")
         queued = sorted((e for e in experiments if e.status == ExperimentStatus.QUEUED and e.name not in self.drivers),
                         key=lambda e: (e.updated_at, e.id))
@@ -198,13 +197,6 @@ class Supervisor:
             if not self._devices_free(exp):
                 break  # in order: later experiments wait behind it
             self._start(exp, None)
-
-    def _driven(self, exp: ExperimentRecord) -> bool:
-        """Does a live orchestrator elsewhere (a `nasctl run`, a previous service thread) hold it?"""
-        if exp.lease_owner is None or exp.lease_heartbeat is None:
-            return False
-        age = (utcnow() - exp.lease_heartbeat).total_seconds()
-        return age < LEASE_STALE_SECONDS and owner_alive(exp.lease_owner) is not False
 
     def _devices_free(self, exp: ExperimentRecord) -> bool:
         """Are enough devices free on this host for the experiment's first trial?"""
@@ -218,7 +210,7 @@ class Supervisor:
             return True  # its driver meets the problem and fails the experiment with it
         if inventory is None:
             return True
-        held = {(lease.device) for lease in self.store.device_leases(host=self.host)
+        held = {lease.device for lease in self.store.device_leases(host=self.host)
                 if lease.trial_status is not None and not lease.trial_status.is_terminal}
         return len([d for d in inventory.devices if d not in held]) >= gpu
 
@@ -261,7 +253,7 @@ class Supervisor:
         """An experiment whose loop could not start (its spec no longer runs here) ends FAILED."""
         try:
             exp = store.get_experiment(name)
-            if exp.status in (ExperimentStatus.QUEUED, ExperimentStatus.RUNNING) and not self._driven(exp):
+            if exp.status in (ExperimentStatus.QUEUED, ExperimentStatus.RUNNING) and not control.orchestrator_alive(exp):
                 store.set_experiment_status(exp.id, ExperimentStatus.FAILED, reason)
         except NasctlError as e:
             log.warning("could not record the failure of %s: %s", name, e)
