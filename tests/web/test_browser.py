@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +236,21 @@ def test_trial_info_is_a_key_value_table(page: Any, server: Server) -> None:
     page.goto(f"{server.base}/experiments/withinfo/trials/0")  # no info recorded: no panel
     wait_ready(page)
     assert not page.locator("#info-panel").is_visible()
+
+
+def test_a_runners_submit_time_is_shown_as_a_time(page: Any, server: Server) -> None:
+    store = Store(server.url)
+    exp = add_synthetic(store, "submitted", 1)
+    t = store.add_trial(exp.id, 1, {"x": 0.2, "act": "relu"}, "Sobol", "submitted-1", "")
+    submitted = datetime(2026, 11, 25, 16, 54, 6, 514000, tzinfo=timezone.utc)
+    store.mark_trial_running(t.id, "local_cwd://torchx/submitted-1", "local_cwd",
+                             {"submitted": submitted.timestamp(), "app_id": "submitted-1"})
+    page.goto(f"{server.base}/experiments/submitted/trials/1")
+    wait_ready(page)
+    rows = {r.locator("td").nth(0).inner_text(): r.locator("td").nth(1).inner_text()
+            for r in page.locator("#job tbody tr").all()}
+    assert rows["submitted"] == "2026-11-25T16:54:06.514Z"  # not 1.796e+9
+    assert rows["app_id"] == "submitted-1" and not page.errors
 
 
 def test_trial_devices_and_waiting_are_shown(page: Any, server: Server) -> None:

@@ -41,6 +41,9 @@ function fmt(v) {
   return String(v);
 }
 
+// A runner's "submitted" is Unix seconds: shown as a time, like the trial's own times.
+function unixTime(seconds) { return new Date(seconds * 1000).toISOString(); }
+
 function enc(s) { return encodeURIComponent(s); }
 function expUrl(name) { return "/experiments/" + enc(name); }
 function trialUrl(name, index) { return expUrl(name) + "/trials/" + index; }
@@ -517,7 +520,8 @@ async function trialPage() {
     kvRows("#values tbody", Object.entries(t.values));
     kvRows("#job tbody", [["job handle", t.job_handle], ["job name", t.job_name], ["scheduler", t.scheduler], ["log dir", t.log_dir],
       ["devices", t.devices ? t.devices.join(",") : (t.waiting_for_devices ? "waiting for free devices" : "—")],
-      ["created", t.created_at], ["started", t.started_at], ["ended", t.ended_at], ...Object.entries(t.runner_metadata)]);
+      ["created", t.created_at], ["started", t.started_at], ["ended", t.ended_at],
+      ...Object.entries(t.runner_metadata).map(([k, v]) => [k, k === "submitted" && typeof v === "number" ? unixTime(v) : v])]);
     const info = flatInfo(t.info, "");
     document.getElementById("info-panel").hidden = info.length === 0;
     kvRows("#info tbody", info);
