@@ -74,7 +74,7 @@ def build_site(root: Path, out: Path) -> subprocess.CompletedProcess[str]:
 def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
     proc = build_site(ROOT, tmp_path / "site")
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "site" / "install" / "index.html").exists()
+    assert (tmp_path / "site" / "install.html").exists() and (tmp_path / "site" / "img" / "web-experiment.png").exists()
 
 
 def test_the_strict_build_fails_on_a_broken_anchor_and_an_unlisted_page(tmp_path: Path) -> None:
