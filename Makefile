@@ -4,6 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.nasctl-installed
 TEST_STAMP := $(VENV)/.nasctl-test-installed
+DOCS_STAMP := $(VENV)/.nasctl-docs-installed
 
 .PHONY: demo test install install-test clean-demo services gpu-check docs
 
@@ -62,5 +63,9 @@ gpu-check: install-test
 
 # The documentation site (docs/, mkdocs.yml) into ./site; the suite builds it
 # strictly too (tests/unit/test_docs.py).
-docs: install-test
+docs: $(DOCS_STAMP)
 	$(PY) -m mkdocs build --strict
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
