@@ -50,6 +50,7 @@ def _importance_json(m: Any, cursor: int) -> dict[str, Any]:
         "trials_used": m.trials_used,
         "total_completed": m.total_completed,
         "parameters": [e.name for e in m.encodings],
+        "scales": [{"name": e.name, "kind": e.kind, "log": e.log} for e in m.encodings],
         "objectives": {o: {"importance": m.importance[o], "share": m.share[o], "fitted": o in m.forests}
                        for o in m.importance},
     }
