@@ -50,6 +50,7 @@ class TrialColumns:
     cursor: int
     params: dict[int, dict[str, Any]]
     ended: dict[int, datetime | None]
+    arrays: dict[tuple[int, str, str, bool], np.ndarray] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -113,6 +114,18 @@ _NUMPY_OPS = {"<": np.less, ">": np.greater, "<=": np.less_equal, ">=": np.great
 
 
 def _column(a: ExperimentAnalysis, cols: TrialColumns, f: queries.FieldFilter) -> np.ndarray:
+    """The field over all trials in index order: floats (NaN where missing) or, for a
+    text comparison, objects (None where missing); cached until the next change."""
+    key = (a.cursor, f.kind, f.field, isinstance(f.bound, str))
+    hit = cols.arrays.get(key)
+    if hit is None:
+        if any(k[0] != a.cursor for k in list(cols.arrays)):
+            cols.arrays.clear()
+        hit = cols.arrays[key] = _build_column(a, cols, f)
+    return hit
+
+
+def _build_column(a: ExperimentAnalysis, cols: TrialColumns, f: queries.FieldFilter) -> np.ndarray:
     if f.kind == "value":
         return np.array([np.nan if v is None else v for v in a.values[f.field]], dtype=float)
     raw = [cols.params.get(i, {}).get(f.field) for i in a.indices]
@@ -137,14 +150,14 @@ def select_indices(a: ExperimentAnalysis, cols: TrialColumns, filters: Sequence[
     for f in filters:
         col = _column(a, cols, f)
         if isinstance(f.bound, str):
-            present = np.array([v is not None for v in col], dtype=bool)
-            eq = np.array([v == f.bound for v in col], dtype=bool)
+            present = col != None  # noqa: E711 - elementwise over an object array
+            eq = col == f.bound
             keep &= present & (eq if f.op == "=" else ~eq)
         else:
             present = ~np.isnan(col)
             with np.errstate(invalid="ignore"):
                 keep &= present & _NUMPY_OPS[f.op](col, f.bound)
-    return [i for i, k in zip(a.indices, keep) if k]
+    return np.asarray(a.indices)[keep].tolist()  # type: ignore[no-any-return]
 
 
 def selection_csv(a: ExperimentAnalysis, cols: TrialColumns, indices: Sequence[int]) -> str:
