@@ -239,9 +239,9 @@ def history(a: ExperimentAnalysis, cols: TrialColumns) -> dict[str, Any]:
         return None if end is None else round((end - start).total_seconds(), 3)
 
     out_objs = []
-    for o in objectives:
-        col = a.values.get(o["name"], [])
-        steps = o["steps"]
+    for entry in objectives:
+        col = a.values.get(entry["name"], [])
+        steps = entry["steps"]
         best_idx, best_val, best_time = [], [], []
         for s in steps:
             best_idx.append(a.indices[s])
@@ -251,7 +251,7 @@ def history(a: ExperimentAnalysis, cols: TrialColumns) -> dict[str, Any]:
             best_idx.append(a.indices[done[-1]])
             best_val.append(col[steps[-1]])
             best_time.append(seconds(done[-1]))
-        out_objs.append({"name": o["name"], "goal": o["goal"], "value": [col[k] for k in chosen],
+        out_objs.append({"name": entry["name"], "goal": entry["goal"], "value": [col[k] for k in chosen],
                          "best": {"trial_index": best_idx, "value": best_val, "time": best_time}})
     return {
         "cursor": a.cursor,
@@ -297,8 +297,9 @@ def compare(analyses: Sequence[ExperimentAnalysis]) -> dict[str, Any]:
     fixed = {n: Objective(goal=o.goal, threshold=reference[n], value=o.value) for n, o in first.spec.objectives.items()}
     out = []
     for a in analyses:
-        done = [(i, {m: a.values[m][k] for m in a.metrics if a.values[m][k] is not None})
-                for k, (i, st) in enumerate(zip(a.indices, a.statuses)) if st == COMPLETED]
+        done: list[tuple[int, dict[str, float]]] = [
+            (i, {m: v for m in a.metrics if (v := a.values[m][k]) is not None})
+            for k, (i, st) in enumerate(zip(a.indices, a.statuses)) if st == COMPLETED]
         front = compute_front(done, fixed, a.spec.parsed_constraints)
         hist = hypervolume_history(done, fixed, a.spec.parsed_constraints, max_points=HISTORY_POINTS,
                                    reference=reference)

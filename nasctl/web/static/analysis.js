@@ -134,7 +134,13 @@ function fieldOf(text) { const m = /^\s*([A-Za-z_][\w.\-/]*)/.exec(text); return
 
 function unesc(s) { return String(s).replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&"); }
 
-function num6(v) { return String(Number(v.toPrecision(6))); }
+/* v to 6 significant digits, rounded outwards (down for a lower bound, up for an upper one) so the
+   filter keeps every trial inside the brushed range. */
+function num6(v, up) {
+  if (v === 0 || !isFinite(v)) return String(v);
+  const unit = Math.pow(10, Math.floor(Math.log10(Math.abs(v))) - 5);
+  return String(Number(((up ? Math.ceil(v / unit) : Math.floor(v / unit)) * unit).toPrecision(6)));
+}
 
 /* Parallel-coordinates brushing: each brushed axis becomes filters in the table's filter box. */
 function onBrush() {
@@ -154,7 +160,7 @@ function onBrush() {
       cats.forEach((c, code) => { if (!inside(code) && c !== null) conds.push(name + " != " + c); });
     } else {
       const lo = Math.min(...ranges.map((r) => r[0])), hi = Math.max(...ranges.map((r) => r[1]));
-      conds.push(name + " >= " + num6(lo), name + " <= " + num6(hi));
+      conds.push(name + " >= " + num6(lo, false), name + " <= " + num6(hi, true));
     }
     brushed[name] = conds;
   });
