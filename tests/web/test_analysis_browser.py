@@ -165,6 +165,13 @@ def test_brushing_filters_table_and_pareto_and_downloads_csv(page: Any, server: 
     page.click("#f-apply")
     want = httpx.get(base + "/selection", params=[("where", "act = gelu"), ("where", "acc > 0.4")]).json()
     page.wait_for_function(f"document.getElementById('selection-info').textContent === '{want['total']} trials selected'")
+    # a new result that passes the filters joins the selection without a reload
+    exp = store.get_experiment("linked")
+    t = store.add_trial(exp.id, 40, {"x": 0.9, "act": "gelu"}, "MBM", "linked-40", "")
+    store.finish_trial(t.id, TrialStatus.COMPLETED, {"acc": 0.9, "size": 50.0, "lat": 1.0})
+    page.wait_for_function(
+        f"document.getElementById('selection-info').textContent === '{want['total'] + 1} trials selected'", timeout=20_000)
+    assert 40 in plot(page, "pareto", "gd.data.filter(t => t.meta !== 'unselected').flatMap(t => t.customdata || [])")
     page.fill("#f-where", "")
     page.click("#f-apply")
     page.wait_for_function("document.getElementById('pareto').dataset.selected === ''")

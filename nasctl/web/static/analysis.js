@@ -101,7 +101,7 @@ function pareto3d(xs, ys, zs) {
     }
     if (!tx.length) continue;
     plotted += tx.length;
-    const marker = { size: Math.max(2, look.size / 2.5), opacity: look.opacity, symbol: SYMBOL_3D[look.symbol] || "circle" };
+    const marker = { size: Math.max(3, look.size * 0.6), opacity: look.opacity, symbol: SYMBOL_3D[look.symbol] || "circle" };
     if (look.byIndex) { marker.color = ti; marker.cmin = 0; marker.cmax = maxIndex; marker.colorscale = "Viridis"; }
     else marker.color = look.color;
     if (cat === "front") marker.line = { width: 1, color: "#111" };
@@ -120,7 +120,7 @@ function pareto3d(xs, ys, zs) {
   return {
     traces: traces,
     layout: { margin: { t: 10, r: 10, b: 10, l: 10 }, uirevision: "3d|" + xs + "|" + ys + "|" + zs, legend: { orientation: "h" },
-      scene: { xaxis: axis(xs, A.options.logx), yaxis: axis(ys, A.options.logy), zaxis: axis(zs, false) } },
+      scene: { aspectmode: "cube", xaxis: axis(xs, A.options.logx), yaxis: axis(ys, A.options.logy), zaxis: axis(zs, false) } },
     points: plotted,
   };
 }
@@ -386,7 +386,12 @@ async function analysisPage() {
   setInterval(async () => {  // follow the live page: redraw history and EDF after new results
     if (X.cursor === cursor) return;
     cursor = X.cursor;
-    try { A.history = await api(base + "/history"); renderHistory(); renderEdf(); } catch (e) { /* the next tick retries */ }
+    try {
+      A.history = await api(base + "/history");
+      renderHistory();
+      renderEdf();
+      if (A.selection) await updateSelection();  // new trials that pass the filters join the selection
+    } catch (e) { /* the next tick retries */ }
   }, 3000);
 }
 
