@@ -120,7 +120,7 @@ function pareto3d(xs, ys, zs) {
   return {
     traces: traces,
     layout: { margin: { t: 10, r: 10, b: 10, l: 10 }, uirevision: "3d|" + xs + "|" + ys + "|" + zs, legend: { orientation: "h" },
-      scene: { aspectmode: "cube", xaxis: axis(xs, A.options.logx), yaxis: axis(ys, A.options.logy), zaxis: axis(zs, false) } },
+      scene: { aspectmode: "cube", camera: { eye: { x: 1.7, y: 1.7, z: 1.1 } }, xaxis: axis(xs, A.options.logx), yaxis: axis(ys, A.options.logy), zaxis: axis(zs, false) } },
     points: plotted,
   };
 }
