@@ -92,6 +92,18 @@ def test_page_queries_on_every_database(db_url: str) -> None:
     got = queries.page_trials(store, exp.id, limit=100, value_filters=flt, statuses=[TrialStatus.COMPLETED])
     assert [t.index for t in got.trials] == [t.index for t in done if t.values["acc"] >= 0.5 and t.values["lat"] <= 6]
 
+    for filters, keep in [
+        ([queries.FieldFilter("act", "parameter", "=", "gelu"), queries.FieldFilter("acc", "value", ">", 0.4)],
+         lambda t: t.parameters["act"] == "gelu" and t.values.get("acc", -1) > 0.4),
+        ([queries.FieldFilter("act", "parameter", "!=", "relu"), queries.FieldFilter("x", "parameter", "<", 0.5)],
+         lambda t: t.parameters["act"] != "relu" and t.parameters["x"] < 0.5),
+        ([queries.FieldFilter("size", "value", "<=", 40.0), queries.FieldFilter("x", "parameter", ">=", 0.2)],
+         lambda t: "size" in t.values and t.values["size"] <= 40 and t.parameters["x"] >= 0.2),
+        ([queries.FieldFilter("lat", "value", "=", trials[0].values["lat"])], lambda t: t.index == 0),
+    ]:
+        got = queries.page_trials(store, exp.id, limit=100, filters=filters)
+        assert [t.index for t in got.trials] == [t.index for t in trials if keep(t)], filters
+
     by_act = queries.page_trials(store, exp.id, limit=100, sort=queries.SortKey("act", "parameter", numeric=False))
     acts = [t.parameters["act"] for t in by_act.trials]
     assert acts == sorted(acts)
