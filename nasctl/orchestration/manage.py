@@ -29,7 +29,7 @@ def is_busy(exp: ExperimentRecord) -> bool:
     return exp.status in (ExperimentStatus.RUNNING, ExperimentStatus.QUEUED) or orchestrator_alive(exp)
 
 
-def check_name(name: str, option: str = "NEW") -> str:
+def check_name(name: str) -> str:
     """The rule `nasctl run --name` applies (the spec's `name`).
 
     Raises:
@@ -37,7 +37,7 @@ def check_name(name: str, option: str = "NEW") -> str:
     """
     if not NAME_RE.match(name):
         raise BadInputError(
-            f"{option} {name!r} is not a valid experiment name",
+            f"{name!r} is not a valid experiment name",
             "use 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit",
         )
     return name
