@@ -188,3 +188,32 @@ def test_the_trial_status_type_is_unchanged_by_notes(db_url: str) -> None:
     (t0, _) = store.list_trials(eid)
     assert t0.status == TrialStatus.COMPLETED and not hasattr(t0, "note")
     store.add_observations(t0.id, [Observation("acc", 9, 1.0)])
+
+
+def test_0006_adds_notes_on_every_database(db_url: str) -> None:
+    """0005 -> 0006 keeps the experiments and adds an empty notes table; the downgrade drops it."""
+    from alembic import command
+    from sqlalchemy import create_engine, inspect
+
+    from nasctl.store import migrate
+
+    engine = create_engine(db_url)
+    try:
+        migrate.upgrade(engine, revision="0005_service")
+        with engine.begin() as c:
+            c.execute(text(
+                "INSERT INTO experiments (id, name, spec, status, work_dir, created_at, updated_at) "
+                "VALUES (1, 'old', '{\"name\": \"old\"}', 'STOPPED', '/x', '2026-11-25 00:00:00', '2026-11-25 00:00:00')"))
+        assert migrate.upgrade(engine) == ("0005_service", "0006_notes")
+        store = Store(db_url)
+        assert store_manage.get_note(store, 1) is None
+        store_manage.set_note(store, 1, "after the upgrade")
+        assert store_manage.get_note(store, 1).text == "after the upgrade"  # type: ignore[union-attr]
+        store.close()
+        cfg = migrate.alembic_config()
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0005_service")
+        assert "notes" not in inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
