@@ -69,7 +69,7 @@ def test_experiment_note_renders_markdown_and_never_markup(page: Any, server: Se
     assert '<img src=x onerror="window.__xss=1">' in note.inner_text()
     assert "<b>code stays text</b>" in note.locator("pre code").inner_text()
     assert page.evaluate("window.__xss") is None
-    page.locator("#notes-panel").screenshot(path=str(screenshots / "notes.png"))
+    page.locator("#notes-panel").screenshot(path=str(screenshots / "web-notes.png"))
     # stored: a fresh read-only visit shows it too, with its date as a date
     assert httpx.get(f"{server.base}/api/experiments/noted").json()["note"]["text"] == XSS_NOTE
     page.goto(f"{server.base}/experiments/noted")
@@ -112,7 +112,7 @@ def test_rename_from_the_page(page: Any, server: Server, screenshots: Path) -> N
     page.wait_for_selector("body[data-ready='1']")
     _with_token(page)
     page.wait_for_selector("#manage-panel:not([hidden]) #rename")
-    page.locator("#manage-panel").screenshot(path=str(screenshots / "manage.png"))
+    page.locator("#manage-panel").screenshot(path=str(screenshots / "web-manage.png"))
     page.fill("#rename-to", "renamed-here")
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
@@ -201,7 +201,7 @@ def test_curves_objectives_first_constant_series_folded(page: Any, server: Serve
     job = page.inner_text("#job")
     assert "2025-11-25 16:43:20 UTC" in job and "1764089000" not in job and "1.764" not in job
     assert re.search(r"created\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", job)
-    page.screenshot(path=str(screenshots / "trial-curves.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "web-trial-curves.png"), full_page=True)
     assert not page.errors
 
 
