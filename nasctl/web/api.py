@@ -20,6 +20,7 @@ from nasctl import __version__
 from nasctl.errors import BadInputError, NasctlError, NotFoundError
 from nasctl.spec import ChoiceParameter, Constraint, parse_constraint, spec_from_dict
 from nasctl.store import Store
+from nasctl.store import manage as store_manage
 from nasctl.store import queries
 from nasctl.types import TrialStatus
 from nasctl.web import logs, serializers
@@ -131,10 +132,10 @@ def experiments(request: Request) -> dict[str, Any]:
 @router.get("/experiments/{name}", summary="One experiment's summary")
 def experiment(request: Request, name: Name) -> dict[str, Any]:
     """With the experiment's note (markdown) as `note`."""
-    from nasctl.web.manage_api import experiment_note
-
-    a = state(request).cache.get(name)
-    return {**serializers.experiment_summary(a), "note": experiment_note(request, a.experiment.id)}
+    st = state(request)
+    a = st.cache.get(name)
+    note = store_manage.get_note(st.store, a.experiment.id)
+    return {**serializers.experiment_summary(a), "note": serializers.note(note)}
 
 
 @router.get("/experiments/{name}/points", summary="Every trial's values and Pareto category, as columns")
@@ -280,9 +281,7 @@ def trial(request: Request, name: Name, index: Annotated[int, Path(ge=0, le=2**3
     for o in st.store.observations(t.id):
         curves.setdefault(o.metric, []).append((o.step, o.value))
     detail = serializers.trial_detail(t, spec, curves, queries.trial_events(st.store, exp.id, index))
-    from nasctl.web.manage_api import experiment_note
-
-    return {**detail, "note": experiment_note(request, exp.id, index)}
+    return {**detail, "note": serializers.note(store_manage.get_note(st.store, exp.id, index))}
 
 
 @router.get("/experiments/{name}/trials/{index}/log", summary="The tail of a trial's job log")

@@ -15,9 +15,8 @@ from pydantic import BaseModel, Field
 from nasctl.errors import AlreadyExistsError, ExperimentBusyError
 from nasctl.orchestration import manage
 from nasctl.store import manage as store_manage
-from nasctl.types import Note
+from nasctl.web import serializers
 from nasctl.web.api import WRITE_RESPONSES, ConflictError, ErrorBody, Name, require_token, state
-from nasctl.web.serializers import iso
 
 router = APIRouter(
     prefix="/api",
@@ -46,13 +45,8 @@ class RenameBody(BaseModel):
     name: str = Field(max_length=255)
 
 
-def note_json(note: Note | None) -> dict[str, Any]:
-    """A note as the API shows it (`text` None when there is none)."""
-    return {"text": note.text if note else None, "updated_at": iso(note.updated_at) if note else None}
-
-
 def experiment_note(request: Request, experiment_id: int, trial_index: int | None = None) -> dict[str, Any]:
-    return note_json(store_manage.get_note(state(request).store, experiment_id, trial_index))
+    return serializers.note(store_manage.get_note(state(request).store, experiment_id, trial_index))
 
 
 @router.get("/experiments/{name}/note", summary="The experiment's note (markdown)")
@@ -70,7 +64,7 @@ def put_experiment_note(
     require_token(request, authorization, x_nasctl_token)
     st = state(request)
     exp = st.store.get_experiment(name)
-    return note_json(store_manage.set_note(st.store, exp.id, body.text))
+    return serializers.note(store_manage.set_note(st.store, exp.id, body.text))
 
 
 @router.get("/experiments/{name}/trials/{index}/note", summary="A trial's note (markdown)")
@@ -90,7 +84,7 @@ def put_trial_note(
     require_token(request, authorization, x_nasctl_token)
     st = state(request)
     exp = st.store.get_experiment(name)
-    return note_json(store_manage.set_note(st.store, exp.id, body.text, index))
+    return serializers.note(store_manage.set_note(st.store, exp.id, body.text, index))
 
 
 @router.post("/experiments/{name}/rename", summary="Rename the experiment (token; not while it is driven)",

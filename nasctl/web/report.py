@@ -21,7 +21,6 @@ from nasctl.store.manage import get_note
 from nasctl.web import serializers
 from nasctl.web.analysis import analyze, parallel_sample
 from nasctl.web.app import STATIC, plotly_js_path
-from nasctl.web.manage_api import note_json
 
 #: Trials embedded in the report's table; beyond that, the Pareto front and the most recent trials.
 MAX_TABLE_TRIALS = 5000
@@ -68,7 +67,7 @@ def report_data(store: Store, name: str, diagnostics: bool = True) -> dict[str, 
             base + "/points": serializers.points(a),
             base + "/hypervolume": serializers.hypervolume_trace(a),
             base + "/parallel": serializers.parallel(a, queries.trial_parameters(store, exp.id, chosen), chosen),
-            base + "/note": note_json(get_note(store, exp.id)),
+            base + "/note": serializers.note(get_note(store, exp.id)),
             base + "/events?latest=true&limit=200": {
                 "events": [serializers.event(e) for e in queries.latest_events(store, exp.id, 200)]
             },
