@@ -209,3 +209,23 @@ def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
     return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
                 or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
 
+
+
+def test_report_keeps_the_diagnostics_caption_out_of_its_header(page: Any, server: Server, tmp_path: Path) -> None:
+    from nasctl.store import manage as store_manage
+    from nasctl.web.report import build_report
+
+    store = _stopped(server, "reported", 12)
+    store_manage.set_note(store, store.get_experiment("reported").id, "shipped **trial 4**")
+    out = tmp_path / "report.html"
+    out.write_text(build_report(store, "reported"))
+    page.goto(out.as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.wait_for_function("document.querySelectorAll('#diag > div').length === 3")
+    assert "fitted on" in page.inner_text("#diag-caption")
+    assert page.inner_text("#message").strip() == ""  # the line under the title stays the report's own
+    page.wait_for_selector("#note .markdown strong")
+    assert page.inner_text("#note .markdown strong") == "trial 4"
+    assert page.locator("#note button").count() == 0 and page.locator("#manage-panel").is_hidden()
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", page.inner_text("#events"))
+    assert not page.errors
