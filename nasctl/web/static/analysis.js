@@ -295,7 +295,7 @@ function renderSlices() {
     Plotly.react(divs[k], [{ type: "scatter", mode: "markers", x: xs, y: ys, customdata: ids,
       marker: { color: ids, colorscale: "Viridis", size: 6, opacity: 0.7 },
       hovertemplate: "trial %{customdata}<br>" + pesc(pn) + " = %{x}<br>" + pesc(obj) + " = %{y}<extra></extra>" }],
-    { title: { text: pesc(pn), font: { size: 13 } }, margin: { t: 35, r: 10, b: 40, l: 60 }, showlegend: false,
+    { title: { text: pesc(pn), font: { size: 13 } }, margin: { t: 35, r: 40, b: 40, l: 60 }, showlegend: false, modebar: { orientation: "v" },
       xaxis: { type: pn in A.par.categories ? "category" : (A.logParams.has(pn) ? "log" : "linear") }, yaxis: { title: { text: pesc(obj) } } },
     PLOT_CONFIG);
   });
