@@ -459,14 +459,19 @@ def trial_detail(store: Store, name: str, index: int) -> dict[str, Any]:
     return row
 
 
+def pareto_indices(spec: ExperimentSpec, trials: list[TrialRecord]) -> set[int]:
+    """Indices of the trials on the observed Pareto front (completed, feasible, non-dominated)."""
+    done = [(t.index, t.values) for t in trials if t.status == TrialStatus.COMPLETED]
+    return set(compute_front(done, spec.objectives, spec.parsed_constraints).indices)
+
+
 def export(store: Store, name: str, fmt: str) -> str:
-    """All trials of an experiment as JSON (with the spec) or CSV (one row per trial)."""
+    """All trials of an experiment as JSON (with the spec) or CSV (one row per trial),
+    each with its Pareto flag (`pareto`: on the observed front)."""
     exp, spec, trials = _load(store, name)
-    rows = [trial_row(t, spec) for t in trials]
+    front = pareto_indices(spec, trials)
+    rows = [{**trial_row(t, spec), "pareto": t.index in front} for t in trials]
     if fmt == "json":
-        front = {r["index"] for r in pareto_view(store, name)["front"]}
-        for r in rows:
-            r["pareto"] = r["index"] in front
         return json.dumps({"experiment": status_view(store, name), "spec": exp.spec, "trials": rows}, indent=2)
     if fmt == "csv":
         pnames = list(spec.search_space)
@@ -477,15 +482,15 @@ def export(store: Store, name: str, fmt: str) -> str:
                     mnames.append(m)
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(["index", "status", "generation_method", *pnames, *mnames, "duration_s", "devices",
+        w.writerow(["index", "status", "generation_method", *pnames, *mnames, "pareto", "duration_s", "devices",
                     "failure_reason"])
         for r in rows:
             w.writerow(
                 [r["index"], r["status"], r["generation_method"]]
                 + [r["parameters"].get(p, "") for p in pnames]
                 + [r["values"].get(m, "") for m in mnames]
-                + [r["duration_s"] if r["duration_s"] is not None else "", ",".join(r["devices"] or []),
-                   r["failure_reason"] or ""]
+                + [str(r["pareto"]).lower(), r["duration_s"] if r["duration_s"] is not None else "",
+                   ",".join(r["devices"] or []), r["failure_reason"] or ""]
             )
         return buf.getvalue()
     raise BadInputError(f"--format {fmt!r} is not supported", "use json or csv")
