@@ -110,15 +110,31 @@ class Experiment:
     `run`) drives the experiment.
     """
 
-    def __init__(self, name: str, db: str | None = None, *, _store: Store | None = None,
-                 _summary: RunSummary | None = None) -> None:
-        from nasctl.store import Store, resolve_url
+    def __init__(self, name: str, db: str | None = None) -> None:
+        """The experiment `name` in database `db` (as `load`).
 
+        Raises:
+            NotFoundError: no such experiment, or no database at that URL.
+        """
+        from nasctl.store import Store
+
+        self._attach(name, Store(db))
+
+    @classmethod
+    def _driven(cls, name: str, store: Store, summary: RunSummary | None = None,
+                thread: threading.Thread | None = None, outcome: dict[str, Any] | None = None) -> Experiment:
+        """The handle `run` and `resume` return: on their store, with how the run ended or its thread."""
+        exp = cls.__new__(cls)
+        exp._attach(name, store)
+        exp._summary, exp._thread, exp._outcome = summary, thread, outcome if outcome is not None else {}
+        return exp
+
+    def _attach(self, name: str, store: Store) -> None:
+        store.get_experiment(name)  # NotFoundError now rather than at the first read
         self.name = name
-        self.db = resolve_url(db)
-        self._store = _store if _store is not None else Store(self.db)
-        self._store.get_experiment(name)  # NotFoundError now rather than at the first read
-        self._summary = _summary
+        self.db = store.url
+        self._store = store
+        self._summary: RunSummary | None = None
         self._thread: threading.Thread | None = None
         self._outcome: dict[str, Any] = {}
 
@@ -369,7 +385,7 @@ def load(name: str, db: str | None = None) -> Experiment:
 
 
 def list_experiments(db: str | None = None) -> list[ExperimentInfo]:
-    """Every experiment in the database, oldest first (`nasctl ls --json`)."""
+    """Every experiment in the database, newest first (`nasctl ls --json`)."""
     from nasctl.orchestration.control import list_view
     from nasctl.store import Store
 
@@ -384,11 +400,12 @@ def list_experiments(db: str | None = None) -> list[ExperimentInfo]:
 def _drive(store: Store, name: str, wait: bool, progress: ProgressOption,
            start: Callable[[Callable[[Progress], None] | None], RunSummary]) -> Experiment:
     """Run `start` (start_experiment or resume_experiment) here, or on a background thread."""
+    from nasctl.store import Store
     display, on_progress = _progress(progress)
     if wait:
         with _ProcessSettings(), display:
             summary = start(on_progress)
-        return Experiment(name, store.url, _store=store, _summary=summary)
+        return Experiment._driven(name, store, summary)
 
     started = threading.Event()
     outcome: dict[str, Any] = {}
@@ -414,9 +431,7 @@ def _drive(store: Store, name: str, wait: bool, progress: ProgressOption,
     if "error" in outcome:  # it failed before its loop ran: the caller gets the error now
         thread.join()
         raise outcome["error"]
-    exp = Experiment(name, store.url)
-    exp._thread, exp._outcome = thread, outcome  # noqa: SLF001 - set up by this module
-    return exp
+    return Experiment._driven(name, Store(store.url), thread=thread, outcome=outcome)  # its own connections
 
 
 def _progress(progress: ProgressOption) -> tuple[Any, Callable[[Progress], None] | None]:

@@ -35,6 +35,8 @@ _OWN_CFG = {"devices", "trials_per_device", "nproc_per_node"}  # nasctl's, not T
 START_GRACE_SECONDS = 120.0  # a submitted job that has not written launch.json by then never started
 ENDED_RELEASE_SECONDS = 5.0
 """How long `close` waits for the processes of jobs that recorded their exit to end."""
+WARM_EXIT_SECONDS = 10.0
+"""How long `close` waits for the warm server to exit when no trial launched here runs."""
 
 
 def to_appdef(request: JobRequest, image: str, entrypoint: str, args: list[str]) -> Any:
@@ -348,10 +350,12 @@ class LocalRunner(Runner):
         __del__. Jobs are ours to keep (a later `nasctl resume` re-attaches
         them), so its app table is emptied before the scheduler is dropped.
         """
-        if self._warm is not None:
-            self._warm.stop()  # it exits once the trials it forked have ended
-            self._warm = None
         self._release_ended()
+        if self._warm is not None:
+            # it exits once the trials it forked have ended: with none left, wait
+            # for that (and reap it), so no process of this run outlives it
+            self._warm.stop(wait=0.0 if self._launched else WARM_EXIT_SECONDS)
+            self._warm = None
         if self._runner is not None:
             for sched in getattr(self._runner, "_scheduler_instances", {}).values():
                 apps = getattr(sched, "_apps", None)
@@ -393,12 +397,18 @@ class WarmServer:
     def serves(self, preload: Sequence[str], env: Mapping[str, str]) -> bool:
         return self.proc.poll() is None and tuple(preload) == self.preload and dict(env) == self.env
 
-    def stop(self) -> None:
-        """Stop accepting trials; the server exits after its running trials end."""
+    def stop(self, wait: float = 0.0) -> None:
+        """Stop accepting trials; the server exits after its running trials end.
+        Waits up to `wait` seconds for it to exit."""
         if self.proc.poll() is None:
             try:
                 self.proc.send_signal(signal.SIGTERM)
             except ProcessLookupError:
+                pass
+        if wait > 0:
+            try:
+                self.proc.wait(wait)
+            except subprocess.TimeoutExpired:
                 pass
 
 

@@ -76,8 +76,10 @@ def _expected(p: dict[str, Any]) -> dict[str, float]:
             "g": p["x"] + p["y"]}
 
 
-def _children() -> set[int]:
-    return {c.pid for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE}
+def _children(zombies: bool = False) -> set[int]:
+    """This process's descendants (with `zombies`, also those that exited but were never reaped)."""
+    return {c.pid for c in psutil.Process().children(recursive=True)
+            if zombies or c.status() != psutil.STATUS_ZOMBIE}
 
 
 def _blas() -> dict[str, int]:
@@ -257,6 +259,33 @@ def test_trial_processes_are_gone_when_run_returns(tmp_path: Path, funcs: str) -
     assert all(t.values == pytest.approx(_expected(t.parameters)) for t in trials)
 
 
+SCRIPT = """
+import argparse, os
+from nasctl.metrics.tensorboard import write_scalars
+p = argparse.ArgumentParser()
+for name in ("x", "y"):
+    p.add_argument("--" + name, type=float)
+p.add_argument("--act")
+a = p.parse_args()
+write_scalars(os.environ["NASCTL_LOG_DIR"], {"f1": a.x, "f2": a.y, "g": 0.0}, step=0)
+"""
+
+
+@pytest.mark.e2e
+def test_warm_server_is_gone_when_run_returns(tmp_path: Path, funcs: str) -> None:
+    """A script trial with `trial.preload` is forked by a warm server (nasctl/runners/warm.py):
+    that server, a child of this process, has exited and been reaped when `run` returns."""
+    (tmp_path / "trial.py").write_text(SCRIPT)
+    spec = _spec(tmp_path, funcs, name="warm", scheduler="local_cwd").read_text().replace(
+        f'trial: {{function: "{funcs}:bc"}}', "trial: {script: trial.py, preload: [json]}")
+    (tmp_path / "warm.yaml").write_text(spec)
+    threads, children = set(threading.enumerate()), _children(zombies=True)
+    exp = nasctl.run(tmp_path / "warm.yaml", max_trials=2, parallelism=2)
+    assert _children(zombies=True) == children and set(threading.enumerate()) == threads  # exited and reaped
+    assert (tmp_path / "nasctl_runs" / "warm" / "trials" / "warm-server.log").exists()  # the trials were forked warm
+    assert [t.values["f1"] for t in exp.trials()] == [t.parameters["x"] for t in exp.trials()]
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
@@ -269,7 +298,7 @@ def test_load_and_list_on_each_database(tmp_path: Path, funcs: str, any_db: str)
     nasctl.run(_spec(tmp_path, funcs, name="first"), db=any_db, max_trials=2)
     nasctl.run(_spec(tmp_path, funcs, name="second"), db=any_db, max_trials=3)
     listed = nasctl.list_experiments(any_db)
-    assert [(e["name"], e["trials"]) for e in listed] == [("first", {"COMPLETED": 2}), ("second", {"COMPLETED": 3})]
+    assert [(e["name"], e["trials"]) for e in listed] == [("second", {"COMPLETED": 3}), ("first", {"COMPLETED": 2})]
     with nasctl.load("second", db=any_db) as exp:
         frame = exp.trials_dataframe()
         assert len(frame) == 3 and frame["status"].eq("COMPLETED").all()
