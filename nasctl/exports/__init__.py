@@ -22,9 +22,6 @@ from nasctl.spec import ExperimentSpec, Scalar, spec_from_dict
 from nasctl.store import Store
 from nasctl.types import ExperimentRecord, TrialRecord
 
-FORMATS = ("json", "csv", "tensorboard", "mlflow")
-
-
 @dataclass(frozen=True)
 class ExportData:
     """What every exporter writes: the experiment, its spec, its trials (by
@@ -63,4 +60,4 @@ def epoch_seconds(ts: datetime | None) -> float | None:
     return None if ts is None else ts.replace(tzinfo=timezone.utc).timestamp()
 
 
-__all__ = ["FORMATS", "ExportData", "epoch_seconds", "load_export"]
+__all__ = ["ExportData", "epoch_seconds", "load_export"]

@@ -189,18 +189,18 @@ def test_errors_are_typed_and_say_what_the_cli_says(tmp_path: Path, funcs: str) 
         assert proc.returncode == 2, proc.stderr
         return proc.stderr.strip().removeprefix("Error: ")
 
-    with pytest.raises(NotFoundError) as e:
+    with pytest.raises(NotFoundError) as missing:
         nasctl.load("nope", db=db)
-    assert str(e.value) == cli_line("status", "nope", "--db", db)
-    with pytest.raises(SpecError) as e:
+    assert str(missing.value) == cli_line("status", "nope", "--db", db)
+    with pytest.raises(SpecError) as invalid:
         nasctl.run(path, db=db, max_trials=0)
-    assert str(e.value) == cli_line("run", str(path), "--max-trials", "0", "--db", db)
-    assert "budget.max_trials" in str(e.value) and not (tmp_path / "e.db").exists()  # nothing written
+    assert str(invalid.value) == cli_line("run", str(path), "--max-trials", "0", "--db", db)
+    assert "budget.max_trials" in str(invalid.value) and not (tmp_path / "e.db").exists()  # nothing written
 
     nasctl.run(path, db=db, max_trials=1)
-    with pytest.raises(AlreadyExistsError) as e:
+    with pytest.raises(AlreadyExistsError) as exists:
         nasctl.run(path, db=db)
-    assert str(e.value) == cli_line("run", str(path), "--db", db)
+    assert str(exists.value) == cli_line("run", str(path), "--db", db)
     with pytest.raises(NotFoundError):
         nasctl.load("nope", db=db)
     with pytest.raises(BadInputError, match="unknown override max_trail=3"):
