@@ -86,6 +86,7 @@ class Trial:
         failure_reason: why it failed or was stopped, if it was.
         log_dir: where its TensorBoard logs are.
         devices: the GPUs nasctl placed it on, if any.
+        note: its note (markdown, from the dashboard), if it has one.
     """
 
     index: int
@@ -100,6 +101,7 @@ class Trial:
     failure_reason: str | None
     log_dir: str | None
     devices: list[str] | None
+    note: str | None = None
 
 
 class Experiment:
@@ -220,8 +222,8 @@ class Experiment:
     def trials(self, status: str | TrialStatus | None = None) -> list[Trial]:
         """Every trial by index, or those in one state (e.g. "FAILED")."""
         wanted = _trial_status(status) if status is not None else None
-        spec, records, front = self._read()
-        return [_trial(t, spec, front) for t in records if wanted is None or t.status == wanted]
+        spec, records, front, notes = self._read()
+        return [_trial(t, spec, front, notes) for t in records if wanted is None or t.status == wanted]
 
     def pareto(self) -> list[Trial]:
         """The observed Pareto front (completed, feasible, non-dominated trials),
@@ -235,18 +237,18 @@ class Experiment:
         """One row per trial, indexed by trial number (`trial`), with columns
         `status`, `method`, `params.<name>` for every parameter, `metrics.<name>`
         for every metric (objectives and constrained metrics first), `pareto`,
-        `started_at`, `ended_at` (UTC), `duration_s` and `failure_reason`.
+        `started_at`, `ended_at` (UTC), `duration_s`, `failure_reason` and `note`.
         A parameter a trial does not use (inactive conditional) is missing (NaN/None)."""
         import pandas as pd
 
-        spec, records, front = self._read()
+        spec, records, front, notes = self._read()
         pnames = list(spec.search_space)
         mnames: list[str] = list(spec.metric_names)
         for t in records:
             mnames += [m for m in t.values if m not in mnames]
         rows = []
         for t in records:
-            trial = _trial(t, spec, front)
+            trial = _trial(t, spec, front, notes)
             rows.append({
                 "trial": trial.index,
                 "status": trial.status.value,
@@ -258,10 +260,11 @@ class Experiment:
                 "ended_at": trial.ended_at,
                 "duration_s": trial.duration_s,
                 "failure_reason": trial.failure_reason,
+                "note": trial.note,
             })
         columns = ["trial", "status", "method", *(f"params.{p}" for p in pnames),
                    *(f"metrics.{m}" for m in mnames), "pareto", "started_at", "ended_at", "duration_s",
-                   "failure_reason"]
+                   "failure_reason", "note"]
         frame = pd.DataFrame(rows, columns=columns)
         for col in ("started_at", "ended_at"):
             frame[col] = pd.to_datetime(frame[col], utc=True)
@@ -284,14 +287,15 @@ class Experiment:
 
         return export_mlflow(self._store, self.name, tracking_uri)
 
-    def _read(self) -> tuple[ExperimentSpec, list[TrialRecord], set[int]]:
+    def _read(self) -> tuple[ExperimentSpec, list[TrialRecord], set[int], dict[int, str]]:
         from nasctl.orchestration.control import pareto_indices
         from nasctl.spec import spec_from_dict
+        from nasctl.store.manage import trial_notes
 
         exp = self._store.get_experiment(self.name)
         spec = spec_from_dict(exp.spec)
         records = self._store.list_trials(exp.id)
-        return spec, records, pareto_indices(spec, records)
+        return spec, records, pareto_indices(spec, records), trial_notes(self._store, exp.id)
 
 
 # --- functions ------------------------------------------------------------------------
@@ -558,7 +562,7 @@ def _utc(ts: datetime | None) -> datetime | None:
     return None if ts is None else ts.replace(tzinfo=timezone.utc)
 
 
-def _trial(t: TrialRecord, spec: ExperimentSpec, front: set[int]) -> Trial:
+def _trial(t: TrialRecord, spec: ExperimentSpec, front: set[int], notes: dict[int, str]) -> Trial:
     from nasctl.orchestration.control import trial_row
 
     row = trial_row(t, spec)
@@ -575,6 +579,7 @@ def _trial(t: TrialRecord, spec: ExperimentSpec, front: set[int]) -> Trial:
         failure_reason=t.failure_reason,
         log_dir=t.log_dir,
         devices=list(t.devices) if t.devices else None,
+        note=notes.get(t.index),
     )
 
 

@@ -77,3 +77,7 @@ class TrialSetupError(BadInputError):
 
 class UnsupportedVersionError(NasctlError):
     """An installed library (Ax, BoTorch) is a release nasctl does not support."""
+
+
+class ExperimentBusyError(BadInputError):
+    """The experiment is running or queued (some process drives it): it cannot be renamed or removed now."""

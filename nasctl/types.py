@@ -126,3 +126,13 @@ class ServiceLease:
     owner: str  # host:pid:start, as experiment leases
     heartbeat: datetime
     url: str | None = None  # where its API listens
+
+
+@dataclass(frozen=True)
+class Note:
+    """A user's markdown note on an experiment (`trial_index` None) or on one of its trials."""
+
+    experiment_id: int
+    trial_index: int | None
+    text: str
+    updated_at: datetime

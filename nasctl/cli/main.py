@@ -78,8 +78,10 @@ def main() -> None:
         cmd_export,
         cmd_ls,
         cmd_pareto,
+        cmd_rename,
         cmd_report,
         cmd_resume,
+        cmd_rm,
         cmd_run,
         cmd_serve,
         cmd_status,
@@ -90,7 +92,7 @@ def main() -> None:
     )
 
     for mod in (cmd_run, cmd_resume, cmd_stop, cmd_ls, cmd_status, cmd_trials, cmd_pareto, cmd_export, cmd_web,
-                cmd_report, cmd_db, cmd_serve, cmd_submit):
+                cmd_report, cmd_db, cmd_serve, cmd_submit, cmd_rename, cmd_rm):
         cli.add_command(mod.command)
     cli(prog_name="nasctl")
 

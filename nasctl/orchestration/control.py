@@ -159,9 +159,22 @@ def start_experiment(
             f"continue it with `nasctl resume {spec.name}`, or pass --name to start a new one",
         )
     work_dir = str(Path(work_root, spec.name).resolve())
+    _check_work_dir_free(store, work_dir, spec.name)
     exp = store.create_experiment(spec.name, spec_to_dict(spec), work_dir, owner=owner_id())
     os.makedirs(work_dir, exist_ok=True)
     return _drive(store, exp, spec, on_progress, poll_interval)
+
+
+def _check_work_dir_free(store: Store, work_dir: str, name: str) -> None:
+    """A renamed experiment keeps its folder: a new experiment under its old name must not share it."""
+    from nasctl.store.manage import work_dir_users
+
+    users = work_dir_users(store, work_dir)
+    if users:
+        raise AlreadyExistsError(
+            f"the trial directory {work_dir} belongs to experiment {users[0]!r}",
+            f"pass --workdir DIR to put {name}'s files elsewhere",
+        )
 
 
 def resume_experiment(
@@ -314,7 +327,7 @@ def request_stop(store: Store, name: str, cancel: bool) -> dict[str, Any]:
                 runner.cancel(SubmittedJob(t.job_handle or "", t.runner_metadata))
             store.finish_trial(t.id, TrialStatus.ABANDONED, failure_reason="cancelled by `nasctl stop --cancel`")
             cancelled.append(t.index)
-    if exp.status == ExperimentStatus.RUNNING or cancelled:
+    if exp.status in (ExperimentStatus.RUNNING, ExperimentStatus.QUEUED) or cancelled:
         store.set_experiment_status(exp.id, ExperimentStatus.STOPPED, "stopped by `nasctl stop`"
                                     + (" --cancel" if cancel else "") + " (no orchestrator was running)")
     return {"experiment": name, "orchestrator": None, "requested": False, "cancel": cancel, "cancelled": cancelled}
@@ -435,7 +448,7 @@ def list_view(store: Store) -> list[dict[str, Any]]:
 
 
 def trials_view(store: Store, name: str, status: str | None = None) -> list[dict[str, Any]]:
-    _, spec, trials = _load(store, name)
+    exp, spec, trials = _load(store, name)
     if status:
         try:
             wanted = TrialStatus(status.upper())
@@ -444,7 +457,17 @@ def trials_view(store: Store, name: str, status: str | None = None) -> list[dict
                 f"--status {status!r} is not a trial status", f"use one of: {', '.join(s.value for s in TrialStatus)}"
             ) from None
         trials = [t for t in trials if t.status == wanted]
-    return [trial_row(t, spec) for t in trials]
+    return _with_notes(store, exp, [trial_row(t, spec) for t in trials])
+
+
+def _with_notes(store: Store, exp: ExperimentRecord, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each trial row with its note (markdown), or None."""
+    from nasctl.store.manage import trial_notes
+
+    notes = trial_notes(store, exp.id)
+    for r in rows:
+        r["note"] = notes.get(r["index"])
+    return rows
 
 
 def trial_detail(store: Store, name: str, index: int) -> dict[str, Any]:
@@ -452,11 +475,19 @@ def trial_detail(store: Store, name: str, index: int) -> dict[str, Any]:
     t = store.get_trial(exp.id, index)
     row = trial_row(t, spec)
     row["log_tail"] = t.log_tail
+    row["note"] = _note_text(store, exp.id, index)
     curves: dict[str, list[tuple[int, float]]] = {}
     for o in store.observations(t.id):
         curves.setdefault(o.metric, []).append((o.step, o.value))
     row["curves"] = curves
     return row
+
+
+def _note_text(store: Store, experiment_id: int, trial_index: int | None) -> str | None:
+    from nasctl.store.manage import get_note
+
+    note = get_note(store, experiment_id, trial_index)
+    return note.text if note else None
 
 
 def pareto_indices(spec: ExperimentSpec, trials: list[TrialRecord]) -> set[int]:
@@ -470,9 +501,10 @@ def export(store: Store, name: str, fmt: str) -> str:
     each with its Pareto flag (`pareto`: on the observed front)."""
     exp, spec, trials = _load(store, name)
     front = pareto_indices(spec, trials)
-    rows = [{**trial_row(t, spec), "pareto": t.index in front} for t in trials]
+    rows = _with_notes(store, exp, [{**trial_row(t, spec), "pareto": t.index in front} for t in trials])
     if fmt == "json":
-        return json.dumps({"experiment": status_view(store, name), "spec": exp.spec, "trials": rows}, indent=2)
+        summary = {**status_view(store, name), "note": _note_text(store, exp.id, None)}
+        return json.dumps({"experiment": summary, "spec": exp.spec, "trials": rows}, indent=2)
     if fmt == "csv":
         pnames = list(spec.search_space)
         mnames: list[str] = list(spec.metric_names)
@@ -483,14 +515,14 @@ def export(store: Store, name: str, fmt: str) -> str:
         buf = io.StringIO()
         w = csv.writer(buf)
         w.writerow(["index", "status", "generation_method", *pnames, *mnames, "pareto", "duration_s", "devices",
-                    "failure_reason"])
+                    "failure_reason", "note"])
         for r in rows:
             w.writerow(
                 [r["index"], r["status"], r["generation_method"]]
                 + [r["parameters"].get(p, "") for p in pnames]
                 + [r["values"].get(m, "") for m in mnames]
                 + [str(r["pareto"]).lower(), r["duration_s"] if r["duration_s"] is not None else "",
-                   ",".join(r["devices"] or []), r["failure_reason"] or ""]
+                   ",".join(r["devices"] or []), r["failure_reason"] or "", r["note"] or ""]
             )
         return buf.getvalue()
     raise BadInputError(f"--format {fmt!r} is not supported", "use json or csv")

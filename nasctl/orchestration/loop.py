@@ -390,7 +390,7 @@ class Orchestrator:
                     self.store.adopt_devices(self.exp.id, t.index, self.owner)  # the trial keeps its devices
                 self._attach_running(t, SubmittedJob(t.job_handle or "", dict(t.runner_metadata)))
             else:  # CANDIDATE: submitted before a crash, or not?
-                request = build_request(self.spec, self.exp.name, self.exp.work_dir, t.index, t.parameters)
+                request = self._request(t)
                 found = self.runner.find(request)
                 if found is not None:
                     devices = self.store.adopt_devices(self.exp.id, t.index, self.owner) if request.gpu else []
@@ -551,13 +551,19 @@ class Orchestrator:
             return None
         return f"the work directory {self.exp.work_dir} is full ({free / 2**20:.1f} MiB free, no space left on device)"
 
+    def _request(self, t: TrialRecord) -> JobRequest:
+        """The trial's job, under the name it was recorded with (an experiment
+        renamed after the trial was proposed keeps finding its job)."""
+        request = build_request(self.spec, self.exp.name, self.exp.work_dir, t.index, t.parameters)
+        return dataclasses.replace(request, name=t.job_name) if t.job_name else request
+
     def _dispatch(self) -> None:
         while self._ready and len(self._running) < self.spec.budget.parallelism:
             full = self._disk_full()
             if full is not None:  # every trial would fail: stop, candidates stay recorded for resume
                 raise _Stop(f"{full}; free space, then `nasctl resume {self.exp.name}`", cancel=False)
             rec = self._ready[0]
-            request = build_request(self.spec, self.exp.name, self.exp.work_dir, rec.index, rec.parameters)
+            request = self._request(rec)
             try:
                 placed = self._place(rec, request)
             except SpecError as e:  # a component asking for more GPUs than there are

@@ -141,3 +141,20 @@ class ServiceLeaseRow(Base):
     owner: Mapped[str] = mapped_column(String(255))
     heartbeat: Mapped[datetime] = mapped_column(DateTime)
     url: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+
+
+EXPERIMENT_NOTE = -1
+"""`NoteRow.trial_index` of the note on the experiment itself (trial indices start at 0)."""
+
+
+class NoteRow(Base):
+    """A user's markdown note on an experiment or one of its trials (revision 0006_notes)."""
+
+    __tablename__ = "notes"
+    __table_args__ = (UniqueConstraint("experiment_id", "trial_index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"))
+    trial_index: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)

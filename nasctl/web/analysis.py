@@ -134,6 +134,11 @@ class AnalysisCache:
         self._entries: dict[str, ExperimentAnalysis] = {}
         self._building: dict[str, threading.Lock] = {}
 
+    def forget(self, name: str) -> None:
+        """Drop what is cached for `name` (the experiment was renamed or deleted)."""
+        with self._lock:
+            self._entries.pop(name, None)
+
     def get(self, name: str) -> ExperimentAnalysis:
         """The analysis of experiment `name` as the store holds it now.
 

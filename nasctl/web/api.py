@@ -9,20 +9,25 @@ conflict, 503 storage).
 from __future__ import annotations
 
 import hmac
+import logging
 import threading
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Header, Path, Query, Request
+from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 from pydantic import BaseModel
 
 from nasctl import __version__
 from nasctl.errors import BadInputError, NasctlError, NotFoundError
 from nasctl.spec import ChoiceParameter, Constraint, parse_constraint, spec_from_dict
 from nasctl.store import Store
+from nasctl.store import manage as store_manage
 from nasctl.store import queries
 from nasctl.types import TrialStatus
 from nasctl.web import logs, serializers
 from nasctl.web.analysis import AnalysisCache, ExperimentAnalysis, parallel_sample
+
+
+log = logging.getLogger("nasctl.web")
 
 
 class AuthError(NasctlError):
@@ -50,7 +55,15 @@ class WebState:
         self.token = token
         self.cache = AnalysisCache(store)
         self.diag_lock = threading.Lock()
-        self.diagnostics: dict[str, tuple[int, dict[str, Any]]] = {}
+        # name -> (cursor, the diagnostics or the error computing them raised)
+        self.diagnostics: dict[str, tuple[int, dict[str, Any] | NasctlError]] = {}
+        self.diag_running: dict[str, int] = {}  # name -> cursor being computed in the background
+
+    def forget(self, name: str) -> None:
+        """Drop what is cached for experiment `name` (renamed or deleted)."""
+        self.cache.forget(name)
+        with self.diag_lock:
+            self.diagnostics.pop(name, None)
 
 
 def state(request: Request) -> WebState:
@@ -118,7 +131,11 @@ def experiments(request: Request) -> dict[str, Any]:
 
 @router.get("/experiments/{name}", summary="One experiment's summary")
 def experiment(request: Request, name: Name) -> dict[str, Any]:
-    return serializers.experiment_summary(state(request).cache.get(name))
+    """With the experiment's note (markdown) as `note`."""
+    st = state(request)
+    a = st.cache.get(name)
+    note = store_manage.get_note(st.store, a.experiment.id)
+    return {**serializers.experiment_summary(a), "note": serializers.note(note)}
 
 
 @router.get("/experiments/{name}/points", summary="Every trial's values and Pareto category, as columns")
@@ -263,7 +280,8 @@ def trial(request: Request, name: Name, index: Annotated[int, Path(ge=0, le=2**3
     curves: dict[str, list[tuple[int, float]]] = {}
     for o in st.store.observations(t.id):
         curves.setdefault(o.metric, []).append((o.step, o.value))
-    return serializers.trial_detail(t, spec, curves, queries.trial_events(st.store, exp.id, index))
+    detail = serializers.trial_detail(t, spec, curves, queries.trial_events(st.store, exp.id, index))
+    return {**detail, "note": serializers.note(store_manage.get_note(st.store, exp.id, index))}
 
 
 @router.get("/experiments/{name}/trials/{index}/log", summary="The tail of a trial's job log")
@@ -284,23 +302,56 @@ def trial_log(
     return {"stream": stream, "path": path, "text": logs.tail(exp.work_dir, path, lines)}
 
 
-@router.get("/experiments/{name}/diagnostics", summary="Leave-one-out cross-validation of the optimizer's model")
-def diagnostics(request: Request, name: Name) -> dict[str, Any]:
-    """Predicted vs observed with 95% intervals per metric (fits a model: seconds)."""
-    from nasctl.optimizer.diagnostics import loo_cross_validation
+@router.get(
+    "/experiments/{name}/diagnostics", summary="Leave-one-out cross-validation of the optimizer's model",
+    responses={202: {"description": "computing in the background: ask again (`state` is `computing`)"}},
+)
+def diagnostics(request: Request, response: Response, name: Name) -> dict[str, Any]:
+    """Predicted vs observed with 95% intervals per metric.
 
+    Fitting the model takes seconds, so it runs in the background: the first
+    request answers 202 `{"state": "computing"}` at once and a later one the
+    result. Results are kept by the experiment's change cursor; once the
+    experiment has changed, the last result comes back with `stale: true`
+    while the new one is computed.
+    """
     st = state(request)
     a = st.cache.get(name)
     with st.diag_lock:
         hit = st.diagnostics.get(name)
-        if hit is not None and hit[0] == a.cursor:
-            return hit[1]
+        fresh = hit is not None and hit[0] == a.cursor
+        if not fresh and name not in st.diag_running:
+            st.diag_running[name] = a.cursor
+            threading.Thread(target=_compute_diagnostics, args=(st, name, a), daemon=True,
+                             name=f"diagnostics-{name}").start()
+    if hit is not None and (fresh or isinstance(hit[1], dict)):
+        if isinstance(hit[1], NasctlError):
+            raise hit[1]
+        return {**hit[1], "state": "done", "stale": not fresh}
+    response.status_code = 202
+    return {"state": "computing", "experiment": name, "cursor": a.cursor}
+
+
+def _compute_diagnostics(st: WebState, name: str, a: ExperimentAnalysis) -> None:
+    """Fit and cross-validate in a background thread; keep the result, or the error, by cursor."""
+    from nasctl.optimizer.diagnostics import loo_cross_validation
+
+    outcome: dict[str, Any] | NasctlError | None = None
+    try:
         completed = [i for i, s in zip(a.indices, a.statuses) if s == TrialStatus.COMPLETED.value]
         records = queries.trials_by_index(st.store, a.experiment.id, completed[-1000:])
         result = loo_cross_validation(a.spec, records)
-        result = {**serializers.diagnostics(name, result), "cursor": a.cursor}
-        st.diagnostics[name] = (a.cursor, result)
-        return result
+        outcome = {**serializers.diagnostics(name, result), "cursor": a.cursor}
+    except NasctlError as e:
+        outcome = e
+    except Exception as e:  # the web API's catch-all: logged, shown as a 500 on the next request
+        log.exception("diagnostics of %s failed", name)
+        outcome = NasctlError(f"computing the diagnostics failed: {type(e).__name__}: {e}", "see the server log")
+    finally:
+        with st.diag_lock:
+            st.diag_running.pop(name, None)
+            if outcome is not None:
+                st.diagnostics[name] = (a.cursor, outcome)
 
 
 @router.post("/experiments/{name}/stop", summary="Ask the orchestrator to stop the experiment (token)", responses=WRITE_RESPONSES)

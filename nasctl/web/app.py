@@ -28,7 +28,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from nasctl import __version__
 from nasctl.errors import BadInputError, NasctlError, NotFoundError, StorageError
 from nasctl.store import Store
-from nasctl.web import api
+from nasctl.web import api, manage_api
 
 log = logging.getLogger("nasctl.web")
 
@@ -145,6 +145,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
         return _error(500, f"internal error: {type(e).__name__}", "see the server log")
 
     app.include_router(api.router)
+    app.include_router(manage_api.router)
 
     plotly_js = plotly_js_path()
 
@@ -154,7 +155,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
 
     @app.get("/static/{filename}", include_in_schema=False)
     def static(filename: str) -> FileResponse:
-        allowed = {"app.js": "text/javascript", "style.css": "text/css"}
+        allowed = {"app.js": "text/javascript", "style.css": "text/css", "manage.js": "text/javascript"}
         if filename not in allowed:
             raise NotFoundError(f"no static file {filename!r}")
         return FileResponse(STATIC / filename, media_type=allowed[filename])

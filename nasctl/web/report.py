@@ -17,6 +17,7 @@ from urllib.parse import quote
 from nasctl.errors import BadInputError
 from nasctl.store import Store
 from nasctl.store import queries
+from nasctl.store.manage import get_note
 from nasctl.web import serializers
 from nasctl.web.analysis import analyze, parallel_sample
 from nasctl.web.app import STATIC, plotly_js_path
@@ -66,6 +67,7 @@ def report_data(store: Store, name: str, diagnostics: bool = True) -> dict[str, 
             base + "/points": serializers.points(a),
             base + "/hypervolume": serializers.hypervolume_trace(a),
             base + "/parallel": serializers.parallel(a, queries.trial_parameters(store, exp.id, chosen), chosen),
+            base + "/note": serializers.note(get_note(store, exp.id)),
             base + "/events?latest=true&limit=200": {
                 "events": [serializers.event(e) for e in queries.latest_events(store, exp.id, 200)]
             },
@@ -82,13 +84,14 @@ def build_report(store: Store, name: str, diagnostics: bool = True) -> str:
     page = (STATIC / "experiment.html").read_text(encoding="utf-8")
     css = (STATIC / "style.css").read_text(encoding="utf-8")
     app_js = (STATIC / "app.js").read_text(encoding="utf-8")
+    manage_js = (STATIC / "manage.js").read_text(encoding="utf-8")
     plotly_js = plotly_js_path().read_text(encoding="utf-8")
     extra = ""
     if data["diagnostics"] is not None:
         extra = (
             '<section class="panel"><h2>Model diagnostics: leave-one-out cross-validation</h2>'
             '<p class="muted">Each completed trial predicted by the model fitted on the others (95% intervals).</p>'
-            '<div id="diag" class="curves"></div></section>\n'
+            '<p id="diag-caption" class="muted"></p><div id="diag" class="curves"></div></section>\n'
         )
     if not data["table_complete"]:
         extra += (
@@ -100,7 +103,9 @@ def build_report(store: Store, name: str, diagnostics: bool = True) -> str:
     scripts = (
         "<script>window.NASCTL_REPORT = " + _script_json(data) + ";</script>\n"
         "<script>" + plotly_js + "</script>\n"
-        "<script>" + app_js + "</script>"
+        "<script>" + app_js + "</script>\n"
+        "<script>" + manage_js + "</script>"
     )
-    page = page.replace('<script src="/static/plotly.min.js"></script>\n<script src="/static/app.js"></script>', scripts)
+    page = page.replace('<script src="/static/plotly.min.js"></script>\n<script src="/static/app.js"></script>\n'
+                        '<script src="/static/manage.js"></script>', scripts)
     return page

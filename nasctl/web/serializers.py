@@ -17,7 +17,7 @@ from nasctl.optimizer.methods import resolve_method
 from nasctl.orchestration.control import trial_row
 from nasctl.spec import ExperimentSpec
 from nasctl.store.queries import TrialPage
-from nasctl.types import EventRecord, TrialRecord, TrialStatus
+from nasctl.types import EventRecord, Note, TrialRecord, TrialStatus
 from nasctl.web.analysis import ExperimentAnalysis
 
 TERMINAL = {s.value for s in TrialStatus if s.is_terminal}
@@ -202,6 +202,11 @@ def diagnostics(name: str, result: dict[str, Any]) -> dict[str, Any]:
             for m, rows in result["metrics"].items()
         },
     }
+
+
+def note(n: Note | None) -> dict[str, Any]:
+    """A note as the API shows it: its markdown (`text`, None without a note) and when it was edited."""
+    return {"text": n.text if n else None, "updated_at": iso(n.updated_at) if n else None}
 
 
 def _json_safe(v: Any) -> Any:

@@ -21,6 +21,7 @@ import pytest
 import nasctl
 from nasctl.errors import AlreadyExistsError, BadInputError, NasctlError, NotFoundError, SpecError
 from nasctl.spec import load_spec
+from nasctl.store import Store
 from nasctl.types import TrialStatus
 from tests.conftest import PG_ADMIN, _server_db, run_cli
 
@@ -135,7 +136,8 @@ def test_run_blocks_returns_data_and_leaves_the_process_as_it_was(tmp_path: Path
     frame = exp.trials_dataframe()
     assert list(frame.index) == list(range(6)) and frame.index.name == "trial"
     assert list(frame.columns) == ["status", "method", "params.x", "params.y", "params.act", "metrics.f1",
-                                   "metrics.f2", "metrics.g", "pareto", "started_at", "ended_at", "duration_s", "failure_reason"]
+                                   "metrics.f2", "metrics.g", "pareto", "started_at", "ended_at", "duration_s", "failure_reason",
+                                   "note"]
     for t in trials:
         row = frame.loc[t.index]
         assert row["params.act"] == t.parameters["act"] and row["metrics.f2"] == t.values["f2"]
@@ -151,8 +153,15 @@ def test_run_blocks_returns_data_and_leaves_the_process_as_it_was(tmp_path: Path
         {"name": "api", "status": "COMPLETED", "trials": {"COMPLETED": 6}, "max_trials": 6,
          "objectives": ["f1", "f2"], "created_at": status["created_at"]}
     ]
+    from nasctl.store.manage import set_note
+
+    store = Store("sqlite:///nasctl.db")
+    set_note(store, store.get_experiment("api").id, "**best** so far", 2)  # as the dashboard does
+    store.close()
     again = nasctl.load("api")
     assert [t.values for t in again.trials("completed")] == [t.values for t in trials]
+    assert [t.note for t in again.trials()] == [None, None, "**best** so far", None, None, None]
+    assert again.trials_dataframe()["note"].tolist() == [None, None, "**best** so far", None, None, None]
     assert again.trials(TrialStatus.FAILED) == [] and again.summary is None
 
 

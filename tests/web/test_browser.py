@@ -175,7 +175,7 @@ def test_experiments_list_and_diagnostics_pages(page: Any, server: Server, scree
     assert "tiny" in page.inner_text("#experiments")
     page.screenshot(path=str(screenshots / "experiments.png"), full_page=True)
     page.goto(f"{server.base}/experiments/tiny/diagnostics")
-    wait_ready(page)
+    page.wait_for_selector("body[data-ready='1']", timeout=180_000)  # the model is fitted in the background
     assert page.locator("#diag > div").count() == 3  # val_acc, num_params, latency_ms
     assert "fitted on 9 completed trials" in page.inner_text("#message")
     page.screenshot(path=str(screenshots / "diagnostics.png"), full_page=True)

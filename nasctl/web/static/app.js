@@ -41,6 +41,21 @@ function fmt(v) {
   return String(v);
 }
 
+/* A time as a date: "2026-11-25T16:54:20.123Z" or epoch seconds -> "2026-11-25 16:54:20 UTC" (one zone everywhere). */
+function shownTime(t) {
+  if (t === null || t === undefined || t === "") return "";
+  const d = typeof t === "number" ? new Date(t * 1000) : new Date(t);
+  if (isNaN(d)) return String(t);
+  return d.toISOString().replace("T", " ").slice(0, 19) + " UTC";
+}
+
+/* A key/value cell: times (ISO strings, epoch seconds under a time-like key) as dates, the rest by fmt. */
+const TIME_KEY = /(^|[_ .])(created|started|ended|submitted|updated|time|timestamp|at)$/i;
+function fmtKv(k, v) {
+  if (TIME_KEY.test(k) && ((typeof v === "number" && v > 1e8 && v < 1e11) || (typeof v === "string" && /^\d{4}-\d\d-\d\dT/.test(v)))) return shownTime(v);
+  return fmt(v);
+}
+
 function enc(s) { return encodeURIComponent(s); }
 function expUrl(name) { return "/experiments/" + enc(name); }
 function trialUrl(name, index) { return expUrl(name) + "/trials/" + index; }
@@ -131,7 +146,7 @@ async function experimentsPage() {
       el("td", { text: countsText(x.trials) }),
       el("td", { text: fmt(x.hypervolume) }),
       el("td", { text: x.pareto_size }),
-      el("td", { text: (x.created_at || "").replace("T", " ").slice(0, 19) }))));
+      el("td", { text: shownTime(x.created_at) }))));
     showMessage(data.experiments.length ? "" : "No experiments yet: start one with `nasctl run SPEC.yaml`.");
   }
   await load();
@@ -394,7 +409,7 @@ function renderParallel(d) {
 
 function renderEvents(list, prepend) {
   const ul = document.getElementById("events");
-  const items = list.map((e) => el("li", {}, el("time", { text: (e.time || "").replace("T", " ").slice(0, 19) }), e.message));
+  const items = list.map((e) => el("li", {}, el("time", { text: shownTime(e.time) }), e.message));
   if (prepend) { for (const it of items) ul.insertBefore(it, ul.firstChild); }
   else ul.replaceChildren(...items.reverse());
   while (ul.children.length > 200) ul.removeChild(ul.lastChild);
@@ -486,7 +501,7 @@ async function applyChanges(base) {
 
 /* ------------------------------------------------------------------ trial page */
 function kvRows(tbodySel, entries) {
-  document.querySelector(tbodySel).replaceChildren(...entries.map(([k, v]) => el("tr", {}, el("td", { text: k }), el("td", { text: fmt(v) }))));
+  document.querySelector(tbodySel).replaceChildren(...entries.map(([k, v]) => el("tr", {}, el("td", { text: k }), el("td", { text: fmtKv(k, v) }))));
 }
 
 // A trial's own record (trial_info.json) as flat key/value rows: nested keys joined with ".".
@@ -554,23 +569,50 @@ async function trialPage() {
   }
 }
 
+/* Is a learning curve flat (two or more steps, one value)? */
+function isConstant(c) {
+  return c.value.length > 1 && c.value.every((v) => v === c.value[0]);
+}
+
+/* Learning curves: objectives first, then the other metrics; flat series folded into a closed <details>. */
 function renderCurves(t) {
   const box = document.getElementById("curves");
   const names = Object.keys(t.curves);
   if (!names.length) { box.replaceChildren(el("p", { class: "muted", text: "No metrics logged yet." })); return; }
-  const divs = names.map((m) => el("div", { "data-metric": m }));
-  box.replaceChildren(...divs);
-  names.forEach((m, k) => {
-    const c = t.curves[m];
-    Plotly.react(divs[k], [{ type: "scatter", mode: c.step.length > 1 ? "lines+markers" : "markers", x: c.step, y: c.value, name: pesc(m) }],
-      { title: { text: pesc(m), font: { size: 13 } }, margin: { t: 35, r: 10, b: 40, l: 60 }, xaxis: { title: { text: "step" } } },
-      { displaylogo: false, responsive: true });
+  const objs = (t.objectives || []).map((o) => o.name);
+  names.sort((a, b) => {
+    const ka = objs.includes(a) ? objs.indexOf(a) : objs.length, kb = objs.includes(b) ? objs.indexOf(b) : objs.length;
+    return ka - kb || a.localeCompare(b);
   });
+  const shown = names.filter((m) => !isConstant(t.curves[m]));
+  const flat = names.filter((m) => isConstant(t.curves[m]));
+  const plot = (div, m) => {
+    const c = t.curves[m];
+    Plotly.react(div, [{ type: "scatter", mode: c.step.length > 1 ? "lines+markers" : "markers", x: c.step, y: c.value, name: pesc(m) }],
+      { title: { text: pesc(m + (objs.includes(m) ? " (objective)" : "")), font: { size: 13 } }, margin: { t: 35, r: 40, b: 40, l: 60 },
+        xaxis: { title: { text: "step" } }, modebar: { orientation: "v" } },
+      { displaylogo: false, responsive: true });
+  };
+  const wasOpen = Boolean(box.querySelector("details.folded[open]"));
+  const divs = shown.map((m) => el("div", { "data-metric": m }));
+  const children = [...divs];
+  if (flat.length) {
+    const flatDivs = flat.map((m) => el("div", { "data-metric": m }));
+    const folded = el("details", { class: "folded", id: "constant-curves" },
+      el("summary", { text: flat.length + " constant series: " + flat.map((m) => m + " = " + fmt(t.curves[m].value[0])).join(", ") }),
+      el("div", { class: "curves" }, ...flatDivs));
+    // plotted when opened: a closed <details> has no size to lay a plot out in
+    folded.addEventListener("toggle", () => { if (folded.open) flat.forEach((m, k) => plot(flatDivs[k], m)); });
+    folded.open = wasOpen;
+    children.push(folded);
+  }
+  box.replaceChildren(...children);
+  shown.forEach((m, k) => plot(divs[k], m));
 }
 
 function renderTimeline(t) {
   const ul = document.getElementById("timeline");
-  ul.replaceChildren(...t.timeline.map((e) => el("li", {}, el("time", { text: (e.time || "").replace("T", " ").slice(0, 19) }), el("b", { text: e.kind + " " }), e.message)));
+  ul.replaceChildren(...t.timeline.map((e) => el("li", {}, el("time", { text: shownTime(e.time) }), el("b", { text: e.kind + " " }), e.message)));
   const bars = [];
   const at = (s) => (s ? new Date(s) : null);
   const created = at(t.created_at), started = at(t.started_at), ended = at(t.ended_at) || (t.terminal ? null : new Date());
@@ -587,16 +629,24 @@ async function diagnosticsPage() {
   const { name } = route();
   await setupHeader(name);
   document.getElementById("title").textContent = name + " · model diagnostics";
-  showMessage("fitting the model and cross-validating (this takes a few seconds)…");
   let d;
-  try { d = await api("/api/experiments/" + enc(name) + "/diagnostics"); }
-  catch (e) { showMessage(e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""), true); return; }
+  for (;;) {  // the server fits the model in the background and answers "computing" until it is done
+    try { d = await api("/api/experiments/" + enc(name) + "/diagnostics"); }
+    catch (e) { showMessage(e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""), true); return; }
+    if (d.state !== "computing") break;
+    document.body.dataset.computing = "1";
+    showMessage("computing: fitting the model and cross-validating in the background (a few seconds)…");
+    await new Promise((r) => setTimeout(r, 1000));
+  }
   renderDiagnostics(d);
   document.body.dataset.ready = "1";
 }
 
 function renderDiagnostics(d) {
-  showMessage(d.model + ", fitted on " + d.trials_used + " completed trials; intervals are 95%.");
+  const caption = d.model + ", fitted on " + d.trials_used + " completed trials; intervals are 95%." +
+    (d.stale ? " The experiment has changed since: recomputing." : "");
+  const own = document.getElementById("diag-caption");  // the report's diagnostics section has its own caption
+  if (own) own.textContent = caption; else showMessage(caption);
   const box = document.getElementById("diag");
   const names = Object.keys(d.metrics);
   const divs = names.map((m) => el("div", { "data-metric": m }));
@@ -611,7 +661,7 @@ function renderDiagnostics(d) {
           arrayminus: rows.map((r) => (r.lower === null ? 0 : r.predicted - r.lower)), thickness: 1, color: "#8aa9e6" },
         marker: { color: "#2b6de0", size: 7 }, hovertemplate: "trial %{customdata}<br>observed %{x}<br>predicted %{y}<extra></extra>" },
       { type: "scatter", mode: "lines", x: [lo, hi], y: [lo, hi], name: "y = x", line: { dash: "dash", color: "#888" }, hoverinfo: "skip" },
-    ], { title: { text: pesc(m), font: { size: 13 } }, showlegend: false, margin: { t: 35, r: 10, b: 45, l: 60 },
+    ], { title: { text: pesc(m), font: { size: 13 } }, showlegend: false, margin: { t: 35, r: 40, b: 45, l: 60 }, modebar: { orientation: "v" },
       xaxis: { title: { text: "observed" } }, yaxis: { title: { text: "predicted (LOO)" } } }, { displaylogo: false, responsive: true });
   });
 }
