@@ -238,7 +238,8 @@ class Experiment:
         `status`, `method`, `params.<name>` for every parameter, `metrics.<name>`
         for every metric (objectives and constrained metrics first), `pareto`,
         `started_at`, `ended_at` (UTC), `duration_s`, `failure_reason` and `note`.
-        A parameter a trial does not use (inactive conditional) is missing (NaN/None)."""
+        A value a trial does not have (an inactive conditional parameter, a
+        metric of a failed trial, no note) is missing (NaN/None)."""
         import pandas as pd
 
         spec, records, front, notes = self._read()
