@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import case, func, insert, select
@@ -52,6 +53,21 @@ class SortKey:
     kind: Literal["column", "value", "parameter"] = "column"
     descending: bool = False
     numeric: bool = True
+
+
+@dataclass(frozen=True)
+class FieldFilter:
+    """Keep trials whose metric value (kind "value") or parameter (kind "parameter")
+    `field` compares to `bound` with `op`; a trial without the field is left out.
+
+    A string `bound` compares as text (only "=" and "!=" make sense then), a
+    number as a number.
+    """
+
+    field: str
+    kind: Literal["value", "parameter"]
+    op: Literal["<", ">", "<=", ">=", "=", "!="]
+    bound: float | str
 
 
 @dataclass(frozen=True)
@@ -160,6 +176,7 @@ def page_trials(
     sort: SortKey = SortKey(),
     statuses: Sequence[TrialStatus] | None = None,
     value_filters: Sequence[Constraint] = (),
+    filters: Sequence[FieldFilter] = (),
 ) -> TrialPage:
     """One page of trials, sorted and filtered by the database.
 
@@ -170,6 +187,8 @@ def page_trials(
         statuses: keep only trials in these states (None: all).
         value_filters: keep only trials whose metric values satisfy every
             constraint (`val_acc >= 0.9`); a trial without the metric is left out.
+        filters: keep only trials that pass every filter (metrics or parameters,
+            any comparison).
 
     Raises:
         ValueError: an unknown sort column or a limit out of range.
@@ -182,6 +201,8 @@ def page_trials(
     for c in value_filters:
         expr = _json_field(TrialRow.values, c.metric, True)
         conds.append(expr <= c.bound if c.op == "<=" else expr >= c.bound)
+    for f in filters:
+        conds.append(_filter_condition(f))
     if sort.kind == "column":
         if sort.field not in SORT_COLUMNS:
             raise ValueError(f"cannot sort by {sort.field!r}; use one of {', '.join(SORT_COLUMNS)}")
@@ -271,6 +292,35 @@ def trial_events(store: Store, experiment_id: int, trial_index: int, limit: int 
             .limit(limit)
         )
         return [EventRecord(r.id, r.experiment_id, r.time, r.kind, r.message, r.trial_index) for r in s.scalars(q)]
+
+
+def _filter_condition(f: FieldFilter) -> ColumnElement[bool]:
+    column = TrialRow.values if f.kind == "value" else TrialRow.parameters
+    expr = _json_field(column, f.field, not isinstance(f.bound, str))
+    ops: dict[str, Any] = {
+        "<": expr.__lt__, ">": expr.__gt__, "<=": expr.__le__, ">=": expr.__ge__, "=": expr.__eq__, "!=": expr.__ne__,
+    }
+    cond: ColumnElement[bool] = ops[f.op](f.bound)
+    return cond & expr.is_not(None)
+
+
+@retrying
+def trial_columns(
+    store: Store, experiment_id: int, indices: Iterable[int] | None = None
+) -> list[tuple[int, dict[str, Any], datetime | None]]:
+    """(index, parameters, ended_at) of every trial (or of the given ones), in index order."""
+    base = select(TrialRow.index, TrialRow.parameters, TrialRow.ended_at).where(
+        TrialRow.experiment_id == experiment_id
+    )
+    with store._session() as s:  # noqa: SLF001
+        if indices is None:
+            return [(int(i), dict(p or {}), e) for i, p, e in s.execute(base.order_by(TrialRow.index))]
+        wanted = sorted(set(indices))
+        out: list[tuple[int, dict[str, Any], datetime | None]] = []
+        for start in range(0, len(wanted), 900):
+            q = base.where(TrialRow.index.in_(wanted[start : start + 900])).order_by(TrialRow.index)
+            out.extend((int(i), dict(p or {}), e) for i, p, e in s.execute(q))
+        return out
 
 
 @retrying

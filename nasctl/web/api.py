@@ -18,13 +18,14 @@ from pydantic import BaseModel
 
 from nasctl import __version__
 from nasctl.errors import BadInputError, NasctlError, NotFoundError
-from nasctl.spec import ChoiceParameter, Constraint, parse_constraint, spec_from_dict
+from nasctl.spec import ChoiceParameter, spec_from_dict
 from nasctl.store import Store
 from nasctl.store import manage as store_manage
 from nasctl.store import queries
 from nasctl.types import TrialStatus
 from nasctl.web import logs, serializers
 from nasctl.web.analysis import AnalysisCache, ExperimentAnalysis, parallel_sample
+from nasctl.web.insights import parse_filters
 
 
 log = logging.getLogger("nasctl.web")
@@ -166,21 +167,6 @@ def _sort_key(a: ExperimentAnalysis, sort: str, desc: bool) -> queries.SortKey:
     )
 
 
-def _filters(a: ExperimentAnalysis, where: list[str]) -> list[Constraint]:
-    out = []
-    for text in where:
-        if not text.strip():  # `where=` (an empty filter) filters nothing
-            continue
-        try:
-            c = parse_constraint(text)
-        except ValueError as e:
-            raise BadInputError(str(e), "write filters like val_acc >= 0.9") from None
-        if c.metric not in a.metrics:
-            raise BadInputError(f"filter {text!r} names an unknown metric", f"metrics: {', '.join(a.metrics)}")
-        out.append(c)
-    return out
-
-
 @router.get("/experiments/{name}/trials", summary="A page of trials, sorted and filtered on the server")
 def trials(
     request: Request,
@@ -190,7 +176,8 @@ def trials(
     sort: str = "index",
     desc: bool = False,
     status: Annotated[list[TrialStatus] | None, Query()] = None,
-    where: Annotated[list[str] | None, Query(description="metric filters such as `val_acc >= 0.9`")] = None,
+    where: Annotated[list[str] | None, Query(description="filters on metrics or parameters such as `val_acc >= 0.9`, "
+                                                         "`width < 64`, `act = relu` (<, >, <=, >=, =, !=)")] = None,
 ) -> dict[str, Any]:
     st = state(request)
     a = st.cache.get(name)
@@ -201,7 +188,7 @@ def trials(
         limit=limit,
         sort=_sort_key(a, sort, desc),
         statuses=status or None,
-        value_filters=_filters(a, where or []),
+        filters=parse_filters(a, where or []),
     )
     return serializers.trial_page(page, a.spec, offset, limit)
 

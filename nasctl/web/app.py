@@ -28,13 +28,14 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from nasctl import __version__
 from nasctl.errors import BadInputError, NasctlError, NotFoundError, StorageError
 from nasctl.store import Store
-from nasctl.web import api, manage_api
+from nasctl.web import api, insights_api, manage_api
+from nasctl.web.insights import InsightsCache
 
 log = logging.getLogger("nasctl.web")
 
 STATIC = Path(str(files("nasctl.web").joinpath("static")))
 PAGES = {"experiments": "index.html", "experiment": "experiment.html", "trial": "trial.html",
-         "diagnostics": "diagnostics.html"}
+         "diagnostics": "diagnostics.html", "compare": "compare.html"}
 
 CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
@@ -146,6 +147,8 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
 
     app.include_router(api.router)
     app.include_router(manage_api.router)
+    app.state.insights = InsightsCache(store, app.state.nasctl.cache)
+    app.include_router(insights_api.router)
 
     plotly_js = plotly_js_path()
 
@@ -155,7 +158,8 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
 
     @app.get("/static/{filename}", include_in_schema=False)
     def static(filename: str) -> FileResponse:
-        allowed = {"app.js": "text/javascript", "style.css": "text/css", "manage.js": "text/javascript"}
+        allowed = {"app.js": "text/javascript", "style.css": "text/css", "manage.js": "text/javascript",
+                   "analysis.js": "text/javascript"}
         if filename not in allowed:
             raise NotFoundError(f"no static file {filename!r}")
         return FileResponse(STATIC / filename, media_type=allowed[filename])
@@ -166,6 +170,10 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
     @app.get("/", include_in_schema=False)
     def experiments_page() -> FileResponse:
         return page("experiments")
+
+    @app.get("/compare", include_in_schema=False)
+    def compare_page() -> FileResponse:
+        return page("compare")
 
     @app.get("/experiments/{name}", include_in_schema=False)
     def experiment_page(name: str) -> FileResponse:

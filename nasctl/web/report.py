@@ -10,6 +10,7 @@ and, when there are enough completed trials, the model diagnostics.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
@@ -100,6 +101,9 @@ def build_report(store: Store, name: str, diagnostics: bool = True) -> str:
         )
     page = page.replace('<link rel="stylesheet" href="/static/style.css">', "<style>\n" + css + "\n</style>")
     page = page.replace("</main>", extra + "</main>")
+    # the analysis views ask the server (importance, contour, selection): not part of an offline report
+    page = re.sub(r'\s*<div id="analysis">.*?<!-- /analysis -->', "", page, flags=re.S)
+    page = page.replace('\n<script src="/static/analysis.js"></script>', "")
     scripts = (
         "<script>window.NASCTL_REPORT = " + _script_json(data) + ";</script>\n"
         "<script>" + plotly_js + "</script>\n"

@@ -92,6 +92,18 @@ def test_page_queries_on_every_database(db_url: str) -> None:
     got = queries.page_trials(store, exp.id, limit=100, value_filters=flt, statuses=[TrialStatus.COMPLETED])
     assert [t.index for t in got.trials] == [t.index for t in done if t.values["acc"] >= 0.5 and t.values["lat"] <= 6]
 
+    for filters, keep in [
+        ([queries.FieldFilter("act", "parameter", "=", "gelu"), queries.FieldFilter("acc", "value", ">", 0.4)],
+         lambda t: t.parameters["act"] == "gelu" and t.values.get("acc", -1) > 0.4),
+        ([queries.FieldFilter("act", "parameter", "!=", "relu"), queries.FieldFilter("x", "parameter", "<", 0.5)],
+         lambda t: t.parameters["act"] != "relu" and t.parameters["x"] < 0.5),
+        ([queries.FieldFilter("size", "value", "<=", 40.0), queries.FieldFilter("x", "parameter", ">=", 0.2)],
+         lambda t: "size" in t.values and t.values["size"] <= 40 and t.parameters["x"] >= 0.2),
+        ([queries.FieldFilter("lat", "value", "=", trials[0].values["lat"])], lambda t: t.index == 0),
+    ]:
+        got = queries.page_trials(store, exp.id, limit=100, filters=filters)
+        assert [t.index for t in got.trials] == [t.index for t in trials if keep(t)], filters
+
     by_act = queries.page_trials(store, exp.id, limit=100, sort=queries.SortKey("act", "parameter", numeric=False))
     acts = [t.parameters["act"] for t in by_act.trials]
     assert acts == sorted(acts)
@@ -155,3 +167,50 @@ def test_cached_analysis_is_refreshed_incrementally_and_equals_a_full_one(tmp_pa
     assert inc.front == full.front and inc.hv_history == full.hv_history
     assert inc.experiment.status.value == "STOPPED" and inc.counts["CANDIDATE"] == 1
     assert cache.get("inc") is inc
+
+
+def test_analysis_endpoints_work_at_100k_trials(tmp_path: object) -> None:
+    """The analysis endpoints on the benchmark's 100,000-trial experiment (timings: benchmarks/web_bench.py)."""
+    from fastapi.testclient import TestClient
+
+    from benchmarks.web_bench import build
+    from nasctl.web import create_app
+
+    store = Store(f"sqlite:///{tmp_path}/big.db", create=True)
+    build(store, 100_000)
+    build(store, 2_000, seed=1, name="twin")
+    c = TestClient(create_app(store))
+    exp = store.get_experiment("big")
+    points = queries.trial_points(store, exp.id)
+    done = [(i, v) for i, st, v in points if st == "COMPLETED"]
+
+    h = c.get("/api/experiments/big/history").json()
+    assert h["completed"] == len(done) == 98_000 and h["sampled"]
+    assert len(h["trial_index"]) <= 10_000 + sum(len(o["best"]["trial_index"]) for o in h["objectives"])
+    acc = next(o for o in h["objectives"] if o["name"] == "val_acc")
+    assert acc["best"]["value"][-1] == max(v["val_acc"] for _, v in done)  # no outcome constraints here
+    for i, v in zip(acc["best"]["trial_index"], acc["best"]["value"]):  # every improvement is kept
+        assert i in set(h["trial_index"])
+        assert v == max(w["val_acc"] for j, w in done if j <= i)
+
+    imp = c.get("/api/experiments/big/importance").json()
+    assert 1900 <= imp["trials_used"] <= 2000 and imp["total_completed"] == 98_000  # the front and an even sample
+    # num_params = width^2 * depth + 64 width: width matters most, the activation not at all
+    share = imp["objectives"]["num_params"]["share"]
+    assert share["width"] == max(share.values()) and share["act"] < 0.05
+    cont = c.get("/api/experiments/big/contour", params={"x": "width", "y": "act", "objective": "num_params"}).json()
+    assert len(cont["z"]) == 3 and cont["x"]["log"]
+
+    where = [("where", "width < 64"), ("where", "act = relu"), ("where", "val_acc >= 0.7")]
+    sel = c.get("/api/experiments/big/selection", params=where).json()
+    table = c.get("/api/experiments/big/trials", params=where + [("limit", 1)]).json()
+    assert sel["total"] == table["total"] > 0
+    params = queries.trial_parameters(store, exp.id, sel["index"][:50])
+    assert all(p["width"] < 64 and p["act"] == "relu" for p in params.values())
+    text = c.get("/api/experiments/big/selection.csv", params=where).text
+    assert text.count("\n") == sel["total"] + 1
+
+    cmp = c.get("/api/compare", params=[("names", "big"), ("names", "twin")]).json()
+    assert [x["completed"] for x in cmp["experiments"]] == [98_000, 1_960]
+    assert cmp["experiments"][0]["history"]["trial_index"][-1] == done[-1][0]
+    store.close()

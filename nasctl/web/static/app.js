@@ -268,8 +268,10 @@ function renderPareto() {
     coloraxis: { colorscale: "Viridis", cmin: 0, cmax: maxIndex, colorbar: { title: { text: "trial" }, thickness: 12 } },
   };
   const div = document.getElementById("pareto");
-  Plotly.react(div, traces, layout, { displaylogo: false, responsive: true });
-  div.dataset.points = String(plotted);
+  // analysis.js (when loaded) adds the reference toggle, log axes, the 3-D view and the selection
+  const view = typeof paretoView === "function" ? paretoView(traces, layout, xs, ys, plotted) : { traces: traces, layout: layout, points: plotted };
+  Plotly.react(div, view.traces, view.layout, { displaylogo: false, responsive: true });
+  div.dataset.points = String(view.points);
   if (!div.dataset.bound) {
     div.dataset.bound = "1";
     div.on("plotly_click", (ev) => {
