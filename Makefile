@@ -21,11 +21,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # What the suite needs on top: the test tools, SAASBO (its tests run the
-# method) and the docs site builder (the suite builds the site strictly).
+# method), the MLflow client (the export's tests log to a local store) and the
+# docs site builder (the suite builds the site strictly).
 install-test: $(TEST_STAMP)
 
 $(TEST_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[test,saasbo,docs]"
+	$(PY) -m pip install --quiet -e ".[test,saasbo,mlflow,docs]"
 	touch $(TEST_STAMP)
 
 # The tutorial's NAS: 48 trials of a Lightning MLP on digits, 2 at a time, on the

@@ -163,25 +163,28 @@ def write_scalars(log_dir: str | os.PathLike[str], values: Mapping[str, float], 
     flushed before returning, so a reader never waits on a background thread.
     Returns the event file's path.
     """
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    return write_summary(
+        log_dir, Summary(value=[Summary.Value(tag=k, simple_value=float(v)) for k, v in values.items()]), step
+    )
+
+
+def write_summary(log_dir: str | os.PathLike[str], summary: Any, step: int, wall_time: float | None = None) -> Path:
+    """Append one `Summary` protobuf (scalars, or plugin data such as the HParams
+    plugin's) at `step` to this process's event file in `log_dir`, as
+    `write_scalars` does. Returns the event file's path."""
     import socket
     import time
-
-    from tensorboard.compat.proto.summary_pb2 import Summary
 
     Event = _event_cls()
     masked_crc32c = _crc()
     root = Path(log_dir)
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"events.out.{EVENT_FILE_MARKER}.{socket.gethostname()}.{os.getpid()}.nasctl"
-    now = time.time()
+    now = time.time() if wall_time is None else wall_time
     events = [] if path.exists() else [Event(wall_time=now, file_version="brain.Event:2")]
-    events.append(
-        Event(
-            wall_time=now,
-            step=int(step),
-            summary=Summary(value=[Summary.Value(tag=k, simple_value=float(v)) for k, v in values.items()]),
-        )
-    )
+    events.append(Event(wall_time=now, step=int(step), summary=summary))
     with open(path, "ab") as f:
         for event in events:
             payload = event.SerializeToString()

@@ -490,14 +490,19 @@ def _note_text(store: Store, experiment_id: int, trial_index: int | None) -> str
     return note.text if note else None
 
 
+def pareto_indices(spec: ExperimentSpec, trials: list[TrialRecord]) -> set[int]:
+    """Indices of the trials on the observed Pareto front (completed, feasible, non-dominated)."""
+    done = [(t.index, t.values) for t in trials if t.status == TrialStatus.COMPLETED]
+    return set(compute_front(done, spec.objectives, spec.parsed_constraints).indices)
+
+
 def export(store: Store, name: str, fmt: str) -> str:
-    """All trials of an experiment as JSON (with the spec) or CSV (one row per trial)."""
+    """All trials of an experiment as JSON (with the spec) or CSV (one row per trial),
+    each with its Pareto flag (`pareto`: on the observed front)."""
     exp, spec, trials = _load(store, name)
-    rows = _with_notes(store, exp, [trial_row(t, spec) for t in trials])
+    front = pareto_indices(spec, trials)
+    rows = _with_notes(store, exp, [{**trial_row(t, spec), "pareto": t.index in front} for t in trials])
     if fmt == "json":
-        front = {r["index"] for r in pareto_view(store, name)["front"]}
-        for r in rows:
-            r["pareto"] = r["index"] in front
         summary = {**status_view(store, name), "note": _note_text(store, exp.id, None)}
         return json.dumps({"experiment": summary, "spec": exp.spec, "trials": rows}, indent=2)
     if fmt == "csv":
@@ -509,15 +514,15 @@ def export(store: Store, name: str, fmt: str) -> str:
                     mnames.append(m)
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(["index", "status", "generation_method", *pnames, *mnames, "duration_s", "devices",
+        w.writerow(["index", "status", "generation_method", *pnames, *mnames, "pareto", "duration_s", "devices",
                     "failure_reason", "note"])
         for r in rows:
             w.writerow(
                 [r["index"], r["status"], r["generation_method"]]
                 + [r["parameters"].get(p, "") for p in pnames]
                 + [r["values"].get(m, "") for m in mnames]
-                + [r["duration_s"] if r["duration_s"] is not None else "", ",".join(r["devices"] or []),
-                   r["failure_reason"] or "", r["note"] or ""]
+                + [str(r["pareto"]).lower(), r["duration_s"] if r["duration_s"] is not None else "",
+                   ",".join(r["devices"] or []), r["failure_reason"] or "", r["note"] or ""]
             )
         return buf.getvalue()
     raise BadInputError(f"--format {fmt!r} is not supported", "use json or csv")

@@ -33,6 +33,10 @@ ROLE = "trial"
 _ALLOWED_CFG = {"prepend_cwd", "auto_set_cuda_visible_devices"}
 _OWN_CFG = {"devices", "trials_per_device", "nproc_per_node"}  # nasctl's, not TorchX's
 START_GRACE_SECONDS = 120.0  # a submitted job that has not written launch.json by then never started
+ENDED_RELEASE_SECONDS = 5.0
+"""How long `close` waits for the processes of jobs that recorded their exit to end."""
+WARM_EXIT_SECONDS = 10.0
+"""How long `close` waits for the warm server to exit when no trial launched here runs."""
 
 
 def to_appdef(request: JobRequest, image: str, entrypoint: str, args: list[str]) -> Any:
@@ -121,6 +125,7 @@ class LocalRunner(Runner):
         self._inventory: DeviceInventory | None = None
         self._runner: Any = None
         self._warm: WarmServer | None = None
+        self._launched: dict[str, str] = {}  # handle -> state dir of jobs launched here TorchX still holds
 
     def device_inventory(self) -> DeviceInventory:
         """The devices trials are placed on (resolved once: spec, NASCTL_DEVICES,
@@ -194,6 +199,7 @@ class LocalRunner(Runner):
         except Exception as e:  # torchx raises assorted types (OSError, ValueError, ...)
             raise RunnerError(f"local_cwd could not start job {request.name}: {e}", "see the trial's log") from e
         replica_dir = os.path.join(info.request.log_dir, ROLE, "0")
+        self._launched[handle] = state_dir(request)
         return SubmittedJob(
             handle=handle,
             metadata={
@@ -233,6 +239,8 @@ class LocalRunner(Runner):
             st = self._runner.status(job.handle)
         except Exception:
             return None
+        if st is None or st.is_terminal():
+            self._launched.pop(job.handle, None)  # TorchX has closed its log streams (or never knew it)
         if st is None:
             return None
         if not st.is_terminal():
@@ -319,6 +327,22 @@ class LocalRunner(Runner):
                 parts.append(text)
         return "\n".join(parts)
 
+    def _release_ended(self, timeout: float = ENDED_RELEASE_SECONDS) -> None:
+        """Let TorchX see the end of the jobs launched here that have recorded
+        their exit: seeing it, TorchX closes the job's log files and joins the
+        thread that copies its output. A job is often finished for nasctl (its
+        exit.json) a moment before its process has exited; without this, the
+        last trials' log threads would outlive the run in a long-lived process
+        (the service, a notebook)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ending = [h for h, sdir in self._launched.items() if os.path.exists(os.path.join(sdir, EXIT))]
+            ending = [h for h in ending if (st := self._reap(SubmittedJob(h, {}))) is not None
+                      and st.state == JobState.RUNNING]
+            if not ending or time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
+
     def close(self) -> None:
         """Drop the TorchX client, leaving running jobs running.
 
@@ -326,8 +350,11 @@ class LocalRunner(Runner):
         __del__. Jobs are ours to keep (a later `nasctl resume` re-attaches
         them), so its app table is emptied before the scheduler is dropped.
         """
+        self._release_ended()
         if self._warm is not None:
-            self._warm.stop()  # it exits once the trials it forked have ended
+            # it exits once the trials it forked have ended: with none left, wait
+            # for that (and reap it), so no process of this run outlives it
+            self._warm.stop(wait=0.0 if self._launched else WARM_EXIT_SECONDS)
             self._warm = None
         if self._runner is not None:
             for sched in getattr(self._runner, "_scheduler_instances", {}).values():
@@ -370,12 +397,18 @@ class WarmServer:
     def serves(self, preload: Sequence[str], env: Mapping[str, str]) -> bool:
         return self.proc.poll() is None and tuple(preload) == self.preload and dict(env) == self.env
 
-    def stop(self) -> None:
-        """Stop accepting trials; the server exits after its running trials end."""
+    def stop(self, wait: float = 0.0) -> None:
+        """Stop accepting trials; the server exits after its running trials end.
+        Waits up to `wait` seconds for it to exit."""
         if self.proc.poll() is None:
             try:
                 self.proc.send_signal(signal.SIGTERM)
             except ProcessLookupError:
+                pass
+        if wait > 0:
+            try:
+                self.proc.wait(wait)
+            except subprocess.TimeoutExpired:
                 pass
 
 

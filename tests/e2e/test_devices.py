@@ -11,6 +11,8 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
+from csv import DictReader
+from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -167,8 +169,8 @@ def test_shared_devices_hold_at_most_trials_per_device(tmp_path: Path) -> None:
     launches = [json.loads(p.read_text()) for p in (tmp_path / "nasctl_runs" / "shared").glob("trials/*/job/launch.json")]
     assert len(launches) == 8 and sum(1 for x in launches if x.get("warm")) >= 4
     assert {x["devices"] for x in launches} == {"6", "7"}
-    csv = run_cli("export", "shared", "--db", db, "--format", "csv").stdout.splitlines()
-    assert csv[0].split(",")[-2] == "devices" and {row.split(",")[-2] for row in csv[1:]} == {"6", "7"}
+    exported = run_cli("export", "shared", "--db", db, "--format", "csv").stdout
+    assert {row["devices"] for row in DictReader(StringIO(exported))} == {"6", "7"}
 
 
 def test_multiprocess_trial_maps_local_rank_to_its_own_devices(tmp_path: Path) -> None:
