@@ -3,9 +3,12 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.nasctl-installed
+TEST_STAMP := $(VENV)/.nasctl-test-installed
+DOCS_STAMP := $(VENV)/.nasctl-docs-installed
 
-.PHONY: demo test install clean-demo services gpu-check
+.PHONY: demo test install install-test clean-demo services gpu-check docs
 
+# The runtime only: what `nasctl run` needs (no test, docs or SAASBO tools).
 install: $(STAMP)
 
 # torch first, from the exact pinned version: anything that pulls torch
@@ -14,8 +17,17 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e .
 	touch $(STAMP)
+
+# What the suite needs on top: the test tools, SAASBO (its tests run the
+# method), the MLflow client (the export's tests log to a local store) and the
+# docs site builder (the suite builds the site strictly).
+install-test: $(TEST_STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[test,saasbo,mlflow,docs]"
+	touch $(TEST_STAMP)
 
 # The tutorial's NAS: 48 trials of a Lightning MLP on digits, 2 at a time, on the
 # embedded SQLite database ./nasctl.db. If that database already holds the demo,
@@ -25,8 +37,11 @@ demo: install
 		echo "nasctl.db already holds experiment 'demo' (run 'make clean-demo' to start over):"; \
 		$(VENV)/bin/nasctl pareto demo; \
 	else \
-		$(VENV)/bin/nasctl run examples/digits_mlp.yaml --name demo; \
+		$(VENV)/bin/nasctl run examples/digits_mlp.yaml --name demo $(DEMO_ARGS); \
 	fi
+	@echo
+	@echo "nasctl is installed in $(VENV). To use it in this shell:  . $(VENV)/bin/activate"
+	@echo "then, for example:  nasctl pareto demo   nasctl trials demo   nasctl web"
 
 clean-demo:
 	rm -rf nasctl.db nasctl.db-wal nasctl.db-shm nasctl_runs/demo
@@ -38,11 +53,20 @@ services:
 	@[ -x /usr/bin/chromium ] || { apt-get update -qq && apt-get install -y -qq chromium; }
 	scripts/slurm-local.sh up
 
-test: install services
+test: install-test services
 	$(PY) -m pytest
 
 # On a machine with NVIDIA GPUs: the GPU tests (skipped elsewhere), then a small
 # real NAS per precision with a table of latency, accuracy, memory and throughput.
-gpu-check: install
+gpu-check: install-test
 	$(PY) -m pytest -m gpu tests/gpu -p no:cacheprovider
 	$(PY) scripts/gpu_check.py
+
+# The documentation site (docs/, mkdocs.yml) into ./site; the suite builds it
+# strictly too (tests/unit/test_docs.py).
+docs: $(DOCS_STAMP)
+	$(PY) -m mkdocs build --strict
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)

@@ -55,6 +55,7 @@ from nasctl.orchestration.early_stopping import (
 )
 from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.orchestration.jobs import build_request, job_name, trial_dir
+from nasctl.optimizer.ax_optimizer import Candidate
 from nasctl.pareto import compute_front
 from nasctl.runners.base import JobRequest, JobState, Runner, SubmittedJob
 from nasctl.runners.devices import visible_devices_env
@@ -484,11 +485,7 @@ class Orchestrator:
             self._counts[TrialStatus.CANDIDATE.value] += 1
             self._ready.append(rec)
         if proposal.candidates:
-            self._note(
-                f"proposed trial{'s' if len(proposal.candidates) > 1 else ''} "
-                f"{', '.join(str(c.index) for c in proposal.candidates)} with {proposal.candidates[0].method} "
-                f"in {proposal.seconds:.1f}s"
-            )
+            self._note(describe_proposal(proposal.candidates, proposal.seconds))
 
     def _log_scale_changed(self, metrics: tuple[str, ...]) -> None:
         """Tell the user (event, live display) when the model's scale for an objective changes:
@@ -847,7 +844,26 @@ class Orchestrator:
 
 
 def _fmt_values(values: Mapping[str, float], objectives: Mapping[str, object]) -> str:
-    return ", ".join(f"{k}={values[k]:.4g}" for k in objectives if k in values)
+    return ", ".join(f"{k}={_fmt_number(values[k])}" for k in objectives if k in values)
+
+
+def _fmt_number(v: float) -> str:
+    """A whole number as digits (a parameter count is 16125, not 1.612e+04), others to 4 significant digits."""
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else f"{v:.4g}"
+
+
+def describe_proposal(candidates: Sequence[Candidate], seconds: float) -> str:
+    """The progress line of one proposal, naming each trial's own method:
+    `proposed trial 0 with CenterOfSearchSpace and trial 1 with Sobol in 0.2s`;
+    trials in a row from one method share it (`proposed trials 2, 3 with Sobol`)."""
+    groups: list[tuple[str, list[int]]] = []
+    for c in candidates:
+        if groups and groups[-1][0] == c.method:
+            groups[-1][1].append(c.index)
+        else:
+            groups.append((c.method, [c.index]))
+    parts = [f"trial{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))} with {method}" for method, ix in groups]
+    return f"proposed {' and '.join(parts)} in {seconds:.1f}s"
 
 
 def install_signal_handlers(orch: Orchestrator) -> None:

@@ -380,6 +380,13 @@ def _run_main(argv: list[str]) -> int:
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
     try:
         if argv[0] == "-m":
+            # A cold `python -m M` has not imported M under its own name; the
+            # server may have (M in `trial.preload`). Forget that copy, so runpy
+            # runs M once as __main__, as a cold start does, instead of warning
+            # that M was imported before it ran. A package keeps its copy: it
+            # runs its __main__ submodule, which no preload imports as such.
+            if not hasattr(sys.modules.get(argv[1]), "__path__"):
+                sys.modules.pop(argv[1], None)
             sys.argv = [argv[1], *argv[2:]]
             sys.path[0] = os.getcwd()  # `python -m` puts the working directory first
             sys.path[1:1] = extra

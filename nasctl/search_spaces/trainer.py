@@ -190,6 +190,33 @@ def run_trial(
         return 2
 
 
+# Lightning's messages that say nothing about this trial: where it found no
+# accelerator, an advert for a hosted logger, the end of `fit` (our own final
+# line follows), and two warnings about the environment rather than the run:
+# `srun` exists on a Slurm host although the trial is deliberately not a Slurm
+# job, and torch deprecates a pytree class that Lightning's own code still uses.
+LIGHTNING_NOISE = (
+    r"The `srun` command is available on your system but is not used",
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+)
+
+
+def quiet_lightning() -> None:
+    """Keep a trial's log to what is about the trial: Lightning's informational
+    lines off (its loggers to WARNING, as its docs suggest), the noise above
+    filtered. Real warnings and errors still reach stderr. Called in the
+    trial's own process only."""
+    import logging
+    import warnings
+
+    import pytorch_lightning  # noqa: F401 - its import sets its loggers to INFO: set them after it
+
+    for name in ("pytorch_lightning", "lightning_fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for message in LIGHTNING_NOISE:
+        warnings.filterwarnings("ignore", message=message)
+
+
 def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Module], model_name: str) -> int:
     device_type = pick_device()
     check_precision(args.precision, device_type)
@@ -203,6 +230,7 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
     from nasctl.metrics.latency import autocast_context
     from nasctl.search_spaces.data import load_dataset
 
+    quiet_lightning()
     pl.seed_everything(args.seed, verbose=False)
     data = load_dataset(args.dataset)
     net = build(data)

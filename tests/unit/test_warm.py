@@ -137,6 +137,30 @@ def test_a_module_runs_warm_with_the_trials_pythonpath(tmp_path: Path, server: S
     assert warm["extra_on_path"] and cold["extra_on_path"]
 
 
+def test_a_preloaded_module_runs_warm_once_as_main_without_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the built-in trainer's default: the server imports the trial's own module too
+    pkg = tmp_path / "code" / "probepkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    # importable without side effects, as a trial module must be to be preloaded
+    (pkg / "main.py").write_text("import sys\nRUNS = []\nif __name__ == '__main__':\n"
+                                 + textwrap.indent(PROBE.replace("import json, os, sys", "import json, os"), "    "))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "code"))
+    server = Server(tmp_path, preload="probepkg.main,email.mime.text")
+    try:
+        for name, sock in (("warm", server.socket), ("cold", None)):
+            assert launch(tmp_path, name, ["-m", "probepkg.main", "0"], sock).returncode == 0
+    finally:
+        server.stop()
+    preloaded = next(json.loads(line) for line in server.log.read_text().splitlines() if '"preloaded"' in line)
+    assert "probepkg.main" in preloaded["modules"]  # the server did import it
+    warm, warm_launch, _, warm_err = result(tmp_path, "warm")
+    cold, _, _, cold_err = result(tmp_path, "cold")
+    assert warm_launch["warm"] is True and warm["email_loaded"]
+    assert warm["name"] == cold["name"] == "__main__"
+    assert warm_err == cold_err == "to stderr\n"  # no runpy "found in sys.modules" warning
+
+
 def test_forked_trials_draw_different_random_numbers(tmp_path: Path) -> None:
     # numpy imported by the server: without a reseed every fork would inherit one generator state
     server = Server(tmp_path, preload="numpy.random,email.mime.text")
