@@ -493,8 +493,9 @@ class AxOptimizer:
             if limit is not None and len(experiment.trials) >= limit:
                 self._hand_off()
                 break
+            cap = self.spec.budget.max_trials if limit is None else min(limit, self.spec.budget.max_trials)
             try:
-                params, position = sobol.draw(taken)
+                params, position = sobol.draw(taken, chunk=max(n - len(out), cap - len(experiment.trials)))
             except SpaceExhausted:  # Ax's strategy says what happens now (a fallback, or its error)
                 self._hand_off()
                 break

@@ -40,15 +40,27 @@ class ExperimentAnalysis:
     statuses: list[str]
     values: dict[str, list[float | None]]
     front: FrontResult
-    hv_history: list[tuple[int, float]]
     counts: dict[str, int] = field(default_factory=dict)
     seconds_saved: float = 0.0  # estimated trial time saved by early stopping
     log_scale: list[str] = field(default_factory=list)  # objectives the optimizer's latest model has on the log scale
     rows: list[tuple[int, str, dict[str, float]]] = field(default_factory=list, repr=False)
+    _hv_history: list[tuple[int, float]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def metrics(self) -> list[str]:
         return list(self.values)
+
+    @property
+    def hv_history(self) -> list[tuple[int, float]]:
+        """The hypervolume after each completed trial (at most HISTORY_POINTS of
+        them), computed when first asked for: it is most of an analysis's cost,
+        and the experiment list, which analyses every changed experiment on each
+        refresh, does not show it."""
+        if self._hv_history is None:
+            done = [(i, v) for i, st, v in self.rows if st == TrialStatus.COMPLETED.value]
+            self._hv_history = hypervolume_history(done, self.spec.objectives, self.spec.parsed_constraints,
+                                                   max_points=HISTORY_POINTS, reference=self.front.reference)
+        return self._hv_history
 
 
 def _finite(v: Any) -> float | None:
@@ -93,8 +105,6 @@ def analyze(
 
         events = store.events(experiment.id, limit=1_000_000, kinds=[EARLY_STOPPED_EVENT])
         saved = seconds_saved(stop_records(events, stopped))
-    history = hypervolume_history(done, spec.objectives, spec.parsed_constraints, max_points=HISTORY_POINTS,
-                                  reference=front.reference)
     return ExperimentAnalysis(
         experiment=experiment,
         spec=spec,
@@ -103,7 +113,6 @@ def analyze(
         statuses=[st for _, st, _ in rows],
         values=values,
         front=front,
-        hv_history=history,
         counts=counts,
         seconds_saved=saved,
         log_scale=queries.log_scale_metrics(store, experiment.id) if log_scale is None else log_scale,
