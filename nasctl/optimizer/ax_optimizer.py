@@ -485,10 +485,10 @@ class AxOptimizer:
 
         def taken(params: dict[str, Any]) -> bool:
             # Ax deduplicates against every arm but those of failed trials
-            indices = arms.get(Arm(parameters=params).signature)
+            indices = arms.get(Arm(parameters=params).signature) or set()
             return bool(indices) and not (indices & failed)
 
-        out = []
+        out: list[Candidate] = []
         while len(out) < n:
             if limit is not None and len(experiment.trials) >= limit:
                 self._hand_off()
