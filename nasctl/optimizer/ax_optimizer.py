@@ -407,10 +407,14 @@ class AxOptimizer:
         experiment = client._experiment  # noqa: SLF001 - see the docstring
         if len(self.spec.objectives) > 1 and len(experiment.trials) >= self.spec.initial_trials:
             use_prebuilt_extension()  # before BoTorch builds its first qLogNEHVI here
+        gs = client._generation_strategy_or_choose()  # noqa: SLF001
+        # A first request starts at the center point. Where the "Sobol" node is the
+        # strategy's last (`method: sobol`) Ax goes on to it within the same request
+        # (elsewhere the request ends at the center): then only the center is Ax's
+        # and the fast path draws the rest, the same points.
+        center_only = self._fast and not experiment.trials and sobol_trial_limit(gs) is None
         with self.fits.active(), logscale.proposal(), with_rng_seed(seed=client._random_seed):  # noqa: SLF001
-            runs = client._generation_strategy_or_choose().gen(  # noqa: SLF001
-                experiment=experiment, n=1, num_trials=n
-            )
+            runs = gs.gen(experiment=experiment, n=1, num_trials=1 if center_only else n)
         if any(run._generation_node_name == "MBM" for (run,) in runs):  # noqa: SLF001
             self.log_scale = self._fitted_log_scale()
         guarding = self.guard.active  # changes only when a trial completes
@@ -432,6 +436,8 @@ class AxOptimizer:
             if guarding:
                 earlier.append(params)
             out.append(Candidate(trial.index, params, self._method(trial.index)))
+        if center_only and len(out) < n:
+            out += self._fast_candidates(n - len(out))
         return out
 
     def _fitted_log_scale(self) -> tuple[str, ...]:
