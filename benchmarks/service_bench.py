@@ -159,6 +159,7 @@ def run(args: argparse.Namespace, work: Path, db: str, base: str, serve: subproc
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     names = [f"bench-{i:02d}" for i in range(args.experiments)]
     cpu0 = proc.cpu_times()
+    load0 = os.getloadavg()[0]
     t_submit = time.time()
     with httpx.Client(timeout=60, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
         for n in names:
@@ -172,9 +173,16 @@ def run(args: argparse.Namespace, work: Path, db: str, base: str, serve: subproc
     store = Store(db)
     steady: dict[str, float] = {}
     total = trials * len(names)
+    marks: list[tuple[int, float]] = []  # (trials ended, service CPU seconds) at 10% and at 90% of the trials
     while True:
-        exps = {e.name: e for e, _ in store.list_experiments()}
+        listed = store.list_experiments()
+        exps = {e.name: e for e, _ in listed}
         states = [exps[n].status.value for n in names]
+        ended = sum(n for e, counts in listed if e.name in exps for k, n in counts.items()
+                    if k in ("COMPLETED", "FAILED", "ABANDONED", "EARLY_STOPPED"))
+        if len(marks) < 2 and ended >= total * (0.1 if not marks else 0.9):
+            c = proc.cpu_times()
+            marks.append((ended, c.user + c.system))
         if all(s in ("COMPLETED", "FAILED", "STOPPED") for s in states):
             break
         if args.mode == "scale" and not steady:
@@ -215,16 +223,23 @@ def run(args: argparse.Namespace, work: Path, db: str, base: str, serve: subproc
     result: dict[str, Any] = {"mode": args.mode, "database": db.split(":")[0], "experiments": len(names),
                               "trials": total, "parallelism": parallelism, "trial_seconds": seconds,
                               "wall_s": t_end - t_submit, "service_cpu_s": cpu_s, "api": api,
-                              "api_errors": sampler.errors, "per_experiment": rows}
+                              "api_errors": sampler.errors, "per_experiment": rows,
+                              "load_average": {"start": load0, "end": os.getloadavg()[0]}}
     ok = all(r["completed"] == trials for r in rows)
     over = [float(r["overhead_ms_per_trial"]) for r in rows]
     print(f"{args.mode} on {result['database']}: {len(names)} experiments x {trials} trials "
           f"(parallelism {parallelism}, {seconds:g} s each), all completed: {ok}, wall {t_end - t_submit:.0f} s, "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+    if len(marks) == 2 and marks[1][0] > marks[0][0]:
+        # without the one-time costs (imports, building each experiment's optimizer, the
+        # last trials' wind-down): what each further trial costs the service
+        result["steady_cpu_ms_per_trial"] = (marks[1][1] - marks[0][1]) / (marks[1][0] - marks[0][0]) * 1000
     if args.mode == "overhead":
         result["overhead_ms_per_trial"] = {"median": statistics.median(over), "max": max(over)}
         print(f"overhead per trial: median {statistics.median(over):.1f} ms, max {max(over):.1f} ms "
-              f"(slot time beyond the trials' own {seconds:g} s); service CPU {cpu_s / total * 1000:.1f} ms per trial")
+              f"(slot time beyond the trials' own {seconds:g} s); service CPU {cpu_s / total * 1000:.1f} ms per trial"
+              + (f", {result['steady_cpu_ms_per_trial']:.1f} ms per trial from 10% to 90% of the trials"
+                 if "steady_cpu_ms_per_trial" in result else ""))
     else:
         first_wave = sorted(created)[: len(names) * parallelism]
         span = first_wave[-1] - first_wave[0]

@@ -29,6 +29,15 @@ from nasctl.optimizer.gpfit import FitCache
 from nasctl.optimizer.methods import resolve_method
 from nasctl.optimizer.novelty import METHOD as EXPLORE
 from nasctl.optimizer.novelty import RepeatGuard
+from nasctl.optimizer.quasirandom import (
+    SOBOL_NODE,
+    SobolStart,
+    SpaceExhausted,
+    set_sobol_position,
+    sobol_generator_spec,
+    sobol_position,
+    sobol_trial_limit,
+)
 from nasctl.optimizer.strategies import build_strategy
 from nasctl.spec import ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
 from nasctl.types import ParamValue
@@ -192,9 +201,18 @@ class AxOptimizer:
     """Proposes candidates with Ax and learns from completed trials.
 
     Not thread-safe: exactly one thread (the candidate generator) may call it.
+
+    Quasi-random fast path (`fast_start`, on by default): the Sobol trials are
+    drawn by `quasirandom.SobolStart` (the points Ax's strategy would draw,
+    without refitting an adapter per trial), and outcomes reported while the
+    strategy is still quasi-random are kept and told to Ax, in the order they
+    came, when something first needs Ax's data: the first proposal the fast
+    path cannot make (the model's, or a Sobol draw past the point where Ax
+    might move on), or any use of `client`. The model phase therefore starts
+    from the same experiment, in the same state, as without the fast path.
     """
 
-    def __init__(self, spec: ExperimentSpec) -> None:
+    def __init__(self, spec: ExperimentSpec, fast_start: bool = True) -> None:
         import torch
 
         logging.disable(logging.INFO)  # Ax logs at INFO while it is imported
@@ -212,7 +230,12 @@ class AxOptimizer:
         _limit_blas_threads()
         self.spec = spec
         self.names = ax_metric_names(spec)
-        self.client = Client(random_seed=spec.optimizer.seed)
+        self._client = Client(random_seed=spec.optimizer.seed)
+        self._fast = fast_start  # the quasi-random fast path may still serve proposals
+        self._sobol: SobolStart | None = None
+        self._deferred: list[tuple[str, tuple[Any, ...]]] = []  # outcomes not yet told to Ax
+        self._failed: set[int] = set()  # trials reported failed (Ax proposes their arms again)
+        self._arms: dict[str, set[int]] = {}  # arm signature -> trials, for the fast path's deduplication
         self.fits = FitCache()  # warm starts for the GP fits of successive proposals
         self.guard = RepeatGuard(spec)  # no repeated proposals while nothing is feasible
         self.log_scale: tuple[str, ...] | None = None  # objectives the last model modelled on the log scale
@@ -236,7 +259,8 @@ class AxOptimizer:
                         is_ordered=p.ordered,
                     )
                 )
-        self.client.configure_experiment(parameters=params, name=spec.name)
+        client = self._client
+        client.configure_experiment(parameters=params, name=spec.name)
         objective = ", ".join(
             (self.names[n] if o.maximize else f"-{self.names[n]}") for n, o in spec.objectives.items()
         )
@@ -246,26 +270,58 @@ class AxOptimizer:
                 constraints.append(f"{self.names[n]} {'>=' if o.maximize else '<='} {o.threshold!r}")
         for c in spec.parsed_constraints:
             constraints.append(f"{self.names[c.metric]} {c.op} {c.bound!r}")
-        self.client.configure_optimization(objective=objective, outcome_constraints=constraints or None)
+        client.configure_optimization(objective=objective, outcome_constraints=constraints or None)
         self.choice = resolve_method(spec)
-        self.client.set_generation_strategy(
+        client.set_generation_strategy(
             build_strategy(spec, self.choice.method, "cuda" if torch.cuda.is_available() else None)
         )
         _quiet_ax()
+
+    @property
+    def client(self) -> Any:
+        """The Ax `Client`, with every outcome reported so far told to it."""
+        self._flush()
+        return self._client
+
+    def _flush(self) -> None:
+        """Tell Ax the outcomes kept back by the quasi-random fast path, in order."""
+        deferred, self._deferred = self._deferred, []
+        for kind, args in deferred:
+            getattr(self, "_" + kind)(*args)
+
+    def _defer(self, kind: str, *args: Any) -> bool:
+        """Keep an outcome back while the fast path draws (True), or not (False)."""
+        if not self._fast:
+            return False
+        self._deferred.append((kind, args))
+        return True
 
     # --- learning -----------------------------------------------------------
     def _raw(self, values: Mapping[str, float]) -> dict[str, float]:
         return {self.names[n]: float(values[n]) for n in self.names if n in values and math.isfinite(values[n])}
 
     def complete(self, index: int, values: Mapping[str, float]) -> None:
-        self.client.complete_trial(index, raw_data=self._raw(values))
         self.guard.observe(index, values)
+        if not self._defer("complete", index, dict(values)):
+            self._complete(index, values)
+
+    def _complete(self, index: int, values: Mapping[str, float]) -> None:
+        self._client.complete_trial(index, raw_data=self._raw(values))
 
     def fail(self, index: int, reason: str | None = None) -> None:
-        self.client.mark_trial_failed(index, failed_reason=reason)
+        self._failed.add(index)
+        if not self._defer("fail", index, reason):
+            self._fail(index, reason)
+
+    def _fail(self, index: int, reason: str | None = None) -> None:
+        self._client.mark_trial_failed(index, failed_reason=reason)
 
     def abandon(self, index: int) -> None:
-        self.client.mark_trial_abandoned(index)
+        if not self._defer("abandon", index):
+            self._abandon(index)
+
+    def _abandon(self, index: int) -> None:
+        self._client.mark_trial_abandoned(index)
 
     def early_stop(self, index: int, values: Mapping[str, float] | None) -> None:
         """An early-stopped trial. `values` are the optimistic final values it was
@@ -277,16 +333,22 @@ class AxOptimizer:
         and Ax does not propose it again."""
         raw = self._raw(values or {})
         if len(raw) == len(self.names):
-            self.client.attach_data(index, raw_data=raw)
-            self.client.mark_trial_early_stopped(index)
             self.guard.observe(index, values or {})
+        if not self._defer("early_stop", index, None if values is None else dict(values)):
+            self._early_stop(index, values)
+
+    def _early_stop(self, index: int, values: Mapping[str, float] | None) -> None:
+        raw = self._raw(values or {})
+        if len(raw) == len(self.names):
+            self._client.attach_data(index, raw_data=raw)
+            self._client.mark_trial_early_stopped(index)
         else:
-            self.client.mark_trial_abandoned(index)
+            self._client.mark_trial_abandoned(index)
 
     def attach(self, parameters: Mapping[str, ParamValue]) -> int:
         """Add a trial proposed earlier (on resume); it stays pending until completed/failed."""
         tunable = {k: v for k, v in parameters.items() if k in self.spec.tunable}
-        return self.client.attach_trial(parameters=tunable)
+        return self.client.attach_trial(parameters=tunable)  # type: ignore[no-any-return]
 
     def restore(self, trials: Sequence[RestoredTrial]) -> None:
         """Rebuild the engine from the store (call before anything else).
@@ -330,19 +392,29 @@ class AxOptimizer:
 
         What `Client.get_next_trials` does, with one step between Ax's proposal
         and the trial it becomes: while no trial is feasible, a model-based
-        proposal that repeats an earlier trial is replaced (see `novelty`)."""
+        proposal that repeats an earlier trial is replaced (see `novelty`).
+        Quasi-random trials come from the fast path while it can draw them
+        (see the class docstring); a request it can serve only in part gets
+        fewer candidates, as one that Ax's strategy moves on in the middle of."""
         from ax.utils.common.random import with_rng_seed
 
         from nasctl.optimizer import logscale  # imports Ax: after __init__ has quietened it
 
+        fast = self._fast_candidates(n)
+        if fast:
+            return fast
         client = self.client
         experiment = client._experiment  # noqa: SLF001 - see the docstring
         if len(self.spec.objectives) > 1 and len(experiment.trials) >= self.spec.initial_trials:
             use_prebuilt_extension()  # before BoTorch builds its first qLogNEHVI here
+        gs = client._generation_strategy_or_choose()  # noqa: SLF001
+        # A first request starts at the center point. Where the "Sobol" node is the
+        # strategy's last (`method: sobol`) Ax goes on to it within the same request
+        # (elsewhere the request ends at the center): then only the center is Ax's
+        # and the fast path draws the rest, the same points.
+        center_only = self._fast and not experiment.trials and sobol_trial_limit(gs) is None
         with self.fits.active(), logscale.proposal(), with_rng_seed(seed=client._random_seed):  # noqa: SLF001
-            runs = client._generation_strategy_or_choose().gen(  # noqa: SLF001
-                experiment=experiment, n=1, num_trials=n
-            )
+            runs = gs.gen(experiment=experiment, n=1, num_trials=1 if center_only else n)
         if any(run._generation_node_name == "MBM" for (run,) in runs):  # noqa: SLF001
             self.log_scale = self._fitted_log_scale()
         guarding = self.guard.active  # changes only when a trial completes
@@ -364,6 +436,8 @@ class AxOptimizer:
             if guarding:
                 earlier.append(params)
             out.append(Candidate(trial.index, params, self._method(trial.index)))
+        if center_only and len(out) < n:
+            out += self._fast_candidates(n - len(out))
         return out
 
     def _fitted_log_scale(self) -> tuple[str, ...]:
@@ -384,8 +458,73 @@ class AxOptimizer:
         params = self.guard.spread_point(earlier, seed=seed)
         return GeneratorRun(arms=[Arm(parameters=params)], generation_node_name=EXPLORE)
 
+    # --- the quasi-random fast path ---------------------------------------
+    def _fast_candidates(self, n: int) -> list[Candidate]:
+        """Up to `n` Sobol candidates drawn by `SobolStart` (none once the
+        strategy may move past its "Sobol" node: then the kept-back outcomes
+        are told to Ax and every later proposal is Ax's own)."""
+        from ax.core.arm import Arm
+        from ax.core.generator_run import GeneratorRun
+
+        if not self._fast:
+            return []
+        gs = self._client._generation_strategy  # noqa: SLF001 - Ax offers no public accessor
+        experiment = self._client._experiment  # noqa: SLF001
+        if gs.current_node_name != SOBOL_NODE and experiment.trials:
+            gs._maybe_transition_to_next_node(raise_data_required_error=False)  # noqa: SLF001 - as `gen` does first
+        if gs.current_node_name != SOBOL_NODE:
+            if self._sobol is not None or experiment.trials:
+                self._hand_off()
+            return []
+        limit = sobol_trial_limit(gs)
+        if self._sobol is None:
+            gspec = sobol_generator_spec(gs)
+            if gspec is None or limit == 0:
+                self._hand_off()
+                return []
+            self._sobol = SobolStart(gspec, experiment, sobol_position(gs, gspec))
+            self._arms = {}
+            for t in experiment.trials.values():
+                for arm in t.arms:
+                    self._arms.setdefault(arm.signature, set()).add(t.index)
+        sobol, arms, failed = self._sobol, self._arms, self._failed
+
+        def taken(params: dict[str, Any]) -> bool:
+            # Ax deduplicates against every arm but those of failed trials
+            indices = arms.get(Arm(parameters=params).signature) or set()
+            return bool(indices) and not (indices & failed)
+
+        out: list[Candidate] = []
+        while len(out) < n:
+            if limit is not None and len(experiment.trials) >= limit:
+                self._hand_off()
+                break
+            cap = self.spec.budget.max_trials if limit is None else min(limit, self.spec.budget.max_trials)
+            try:
+                params, position = sobol.draw(taken, chunk=max(n - len(out), cap - len(experiment.trials)))
+            except SpaceExhausted:  # Ax's strategy says what happens now (a fallback, or its error)
+                self._hand_off()
+                break
+            arm = Arm(parameters=params)
+            run = GeneratorRun(arms=[arm], generation_node_name=SOBOL_NODE, generator_key=SOBOL_NODE,
+                               generator_state_after_gen={"init_position": position})
+            trial = experiment.new_trial(generator_run=run)
+            trial.mark_running(no_runner_required=True)
+            arms.setdefault(arm.signature, set()).add(trial.index)
+            out.append(Candidate(trial.index, _params(params), SOBOL_NODE))
+        return out
+
+    def _hand_off(self) -> None:
+        """End the fast path: Ax's "Sobol" node goes on from where it stopped
+        (as `restore` sets it) and learns the outcomes kept back, in order."""
+        self._fast = False
+        if self._sobol is not None:
+            set_sobol_position(self._client._generation_strategy, self._sobol.position)  # noqa: SLF001
+            self._sobol = None
+        self._flush()
+
     def _method(self, index: int) -> str:
-        trial = self.client._experiment.trials[index]  # noqa: SLF001 - Ax exposes no public accessor
+        trial = self._client._experiment.trials[index]  # noqa: SLF001 - Ax exposes no public accessor
         runs = getattr(trial, "generator_runs", [])
         if runs:
             name = getattr(runs[0], "_generation_node_name", None) or getattr(runs[0], "_generator_key", None)

@@ -64,6 +64,7 @@ class CandidateGenerator:
         self.pending_request: int | None = None
         self.request_started: float | None = None
         self.ready = False
+        self.wake: Callable[[], None] | None = None  # called (on the worker thread) when an answer is ready
 
     def start(self) -> None:
         self._thread.start()
@@ -138,13 +139,18 @@ class CandidateGenerator:
         return 0.0 if self.request_started is None else time.monotonic() - self.request_started
 
     # --- worker thread --------------------------------------------------------
+    def _answer(self, item: Proposal | GeneratorFailed | tuple[str, Any]) -> None:
+        self._outbox.put(item)
+        if self.wake is not None:
+            self.wake()
+
     def _work(self) -> None:
         try:
             opt = self._make()
         except Exception as e:
             self._fail_forever(e)
             return
-        self._outbox.put(("ready", None))
+        self._answer(("ready", None))
         while True:
             kind, args = self._inbox.get()
             try:
@@ -164,11 +170,11 @@ class CandidateGenerator:
                     failpoints.hit("during_generation")
                     t0, c0 = time.perf_counter(), time.thread_time()
                     cands = opt.generate(*args)
-                    self._outbox.put(
+                    self._answer(
                         Proposal(cands, time.perf_counter() - t0, time.thread_time() - c0, opt.log_scale)
                     )
             except Exception as e:
-                self._outbox.put(
+                self._answer(
                     GeneratorFailed(f"optimizer failed on {kind}: {type(e).__name__}: {e}", traceback.format_exc())
                 )
                 if kind != "generate":
@@ -181,4 +187,4 @@ class CandidateGenerator:
             if kind == "stop":
                 return
             if kind == "generate":
-                self._outbox.put(err)
+                self._answer(err)

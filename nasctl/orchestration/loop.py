@@ -259,6 +259,8 @@ class Orchestrator:
         self._saved = 0.0
         self._placer: DevicePlacer | None = None  # created by the first trial that asks for a GPU
         self._waiting: set[int] = set()  # candidates marked as waiting for devices
+        self._wake = threading.Event()  # set when a job ended, a proposal is ready or a stop was asked for
+        self._notified = False  # the runner wakes the loop when a job ends (no fast polling needed)
 
     # --- public ----------------------------------------------------------------
     def request_stop(self, reason: str = "stopped by user", cancel: bool = False) -> None:
@@ -266,6 +268,7 @@ class Orchestrator:
         with self._stop_lock:
             if self._stop is None or (cancel and not self._stop.cancel):
                 self._stop = _Stop(reason, cancel)
+        self._wake.set()
 
     @property
     def stop_requested(self) -> bool:
@@ -283,11 +286,14 @@ class Orchestrator:
         self.store.set_experiment_status(self.exp.id, ExperimentStatus.RUNNING)
         self._load_existing()
         self._log_scale = tuple(queries.log_scale_metrics(self.store, self.exp.id))
+        self._notified = self.runner.notify_on_end(self._wake.set)
+        self.gen.wake = self._wake.set
         self.gen.start()
         status, reason = ExperimentStatus.COMPLETED, None
         last_metrics = last_beat = last_requests = 0.0
         try:
             while True:
+                self._wake.clear()  # what happens from here on ends the pause below early
                 now = time.monotonic()
                 if now - last_requests >= REQUEST_POLL_SECONDS:
                     self._check_requests()
@@ -321,7 +327,7 @@ class Orchestrator:
                 self._emit()
                 if not self._running and (reason is not None or self._budget_spent()):
                     break
-                time.sleep(self._sleep_seconds())
+                self._wake.wait(self._sleep_seconds())
             if self._ready:
                 self._abandon_ready(reason or "budget reached")
         except _Stop as stop:
@@ -530,8 +536,10 @@ class Orchestrator:
         FAST_POLL_SECONDS while a running trial is near its expected end (past
         DUE_FRACTION of the median trial), so that a freed slot is noticed and
         refilled within ~50 ms instead of half a poll interval on average. A
-        status poll reads one small state file per trial."""
-        if self._running and self._durations:
+        status poll reads one small state file per trial. Not where the runner
+        and the generator wake the loop themselves (`Runner.notify_on_end`):
+        then the pause ends as soon as a job ends or a proposal is ready."""
+        if self._running and self._durations and not self._notified:
             due = DUE_FRACTION * statistics.median(self._durations)
             now = time.time()
             if any(now - run.started >= due for run in self._running.values()):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +113,13 @@ class Runner(abc.ABC):
 
     def close(self) -> None:
         """Release clients. Jobs keep running."""
+
+    def notify_on_end(self, wake: Callable[[], None]) -> bool:
+        """Ask to have `wake` called (from any thread) when a job this runner
+        started in this process ends, so that the orchestrator polls at once
+        instead of at its next tick. Returns whether the runner will; the
+        default cannot know (its jobs run elsewhere) and the orchestrator polls."""
+        return False
 
     def device_inventory(self) -> DeviceInventory | None:
         """The GPUs nasctl places this runner's trials on itself, or None where the

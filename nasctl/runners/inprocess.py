@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -60,6 +60,7 @@ class InProcessRunner(Runner):
         self._jobs: dict[str, tuple[Future[None], JobRequest]] = {}
         self._cancelled: set[str] = set()
         self._lock = threading.Lock()
+        self._wake: Callable[[], None] | None = None
 
     @staticmethod
     def _call(request: JobRequest) -> tuple[str, dict[str, Any]]:
@@ -104,7 +105,16 @@ class InProcessRunner(Runner):
         except Exception as e:  # the trial's failure, reported like a crashed process's
             outcome.update(ok=False, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         outcome["ended"] = time.time()
-        write_json_atomic(_outcome_path(request.trial_dir), outcome)
+        try:
+            write_json_atomic(_outcome_path(request.trial_dir), outcome)
+        finally:
+            if self._wake is not None:
+                self._wake()
+
+    def notify_on_end(self, wake: Callable[[], None]) -> bool:
+        """Every call ends in this process: `wake` is called once its outcome is written."""
+        self._wake = wake
+        return True
 
     def _one_status(self, job: SubmittedJob) -> JobStatus:
         if job.handle in self._cancelled:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import case, func, insert, select
+from sqlalchemy import and_, case, func, insert, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from nasctl.spec import Constraint
@@ -126,6 +126,85 @@ def trial_points(
             q = base.where(TrialRow.index.in_(wanted[start : start + 900])).order_by(TrialRow.index)
             out.extend((int(i), str(st), dict(v or {})) for i, st, v in s.execute(q))
         return out
+
+
+@retrying
+def change_cursors(store: Store, experiment_ids: Iterable[int]) -> dict[int, int]:
+    """`change_cursor` of many experiments in one query (0 for one without events)."""
+    ids = sorted(set(experiment_ids))
+    out = dict.fromkeys(ids, 0)
+    with store._session() as s:  # noqa: SLF001
+        for start in range(0, len(ids), 900):
+            q = (select(EventRow.experiment_id, func.max(EventRow.id))
+                 .where(EventRow.experiment_id.in_(ids[start : start + 900])).group_by(EventRow.experiment_id))
+            out.update((int(e), int(top or 0)) for e, top in s.execute(q))
+    return out
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What changed in one experiment after a cursor (see `changes_after`)."""
+
+    cursor: int  # the latest event id read
+    trials: set[int]  # trial indices named by the events
+    log_scale: list[str] | None  # objectives on the log scale, if a `LOG_SCALE` event came
+
+
+@retrying
+def changes_after(store: Store, cursors: dict[int, int]) -> dict[int, Changes]:
+    """`changed_trial_indices` of many experiments in one query: for each
+    experiment id -> cursor in `cursors`, the events after that cursor."""
+    out = {e: Changes(c, set(), None) for e, c in cursors.items()}
+    items = sorted(cursors.items())
+    with store._session() as s:  # noqa: SLF001
+        for start in range(0, len(items), 200):
+            cond = or_(*[and_(EventRow.experiment_id == e, EventRow.id > c) for e, c in items[start : start + 200]])
+            q = select(EventRow.experiment_id, EventRow.id, EventRow.trial_index, EventRow.kind, EventRow.data).where(cond)
+            for e, eid, index, kind, data in s.execute(q.order_by(EventRow.id)):
+                got = out[int(e)]
+                log_scale = list((data or {}).get("metrics", [])) if kind == LOG_SCALE else got.log_scale
+                trials = got.trials if index is None else got.trials | {int(index)}
+                out[int(e)] = Changes(max(got.cursor, int(eid)), trials, log_scale)
+    return out
+
+
+@retrying
+def trial_points_many(
+    store: Store, wanted: dict[int, Iterable[int] | None]
+) -> dict[int, list[tuple[int, str, dict[str, float]]]]:
+    """`trial_points` of many experiments in few queries: experiment id -> the
+    trial indices to read (None: every trial)."""
+    out: dict[int, list[tuple[int, str, dict[str, float]]]] = {e: [] for e in wanted}
+    whole = sorted(e for e, idx in wanted.items() if idx is None)
+    some = sorted((e, sorted(set(idx))) for e, idx in wanted.items() if idx is not None)
+    conds: list[ColumnElement[bool]] = []
+    for start in range(0, len(whole), 900):
+        conds.append(TrialRow.experiment_id.in_(whole[start : start + 900]))
+    for e, idx in some:
+        for start in range(0, len(idx), 900):
+            conds.append(and_(TrialRow.experiment_id == e, TrialRow.index.in_(idx[start : start + 900])))
+    cols = select(TrialRow.experiment_id, TrialRow.index, TrialRow.status, TrialRow.values)
+    with store._session() as s:  # noqa: SLF001
+        for start in range(0, len(conds), 100):
+            q = cols.where(or_(*conds[start : start + 100])).order_by(TrialRow.experiment_id, TrialRow.index)
+            for e, i, st, v in s.execute(q):
+                out[int(e)].append((int(i), str(st), dict(v or {})))
+    return out
+
+
+@retrying
+def log_scale_metrics_many(store: Store, experiment_ids: Iterable[int]) -> dict[int, list[str]]:
+    """`log_scale_metrics` of many experiments in two queries."""
+    ids = sorted(set(experiment_ids))
+    out: dict[int, list[str]] = {e: [] for e in ids}
+    if not ids:
+        return out
+    with store._session() as s:  # noqa: SLF001
+        latest = (select(func.max(EventRow.id)).where(EventRow.experiment_id.in_(ids), EventRow.kind == LOG_SCALE)
+                  .group_by(EventRow.experiment_id))
+        for e, data in s.execute(select(EventRow.experiment_id, EventRow.data).where(EventRow.id.in_(latest))):
+            out[int(e)] = list((data or {}).get("metrics", []))
+    return out
 
 
 @retrying

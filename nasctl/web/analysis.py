@@ -40,15 +40,27 @@ class ExperimentAnalysis:
     statuses: list[str]
     values: dict[str, list[float | None]]
     front: FrontResult
-    hv_history: list[tuple[int, float]]
     counts: dict[str, int] = field(default_factory=dict)
     seconds_saved: float = 0.0  # estimated trial time saved by early stopping
     log_scale: list[str] = field(default_factory=list)  # objectives the optimizer's latest model has on the log scale
     rows: list[tuple[int, str, dict[str, float]]] = field(default_factory=list, repr=False)
+    _hv_history: list[tuple[int, float]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def metrics(self) -> list[str]:
         return list(self.values)
+
+    @property
+    def hv_history(self) -> list[tuple[int, float]]:
+        """The hypervolume after each completed trial (at most HISTORY_POINTS of
+        them), computed when first asked for: it is most of an analysis's cost,
+        and the experiment list, which analyses every changed experiment on each
+        refresh, does not show it."""
+        if self._hv_history is None:
+            done = [(i, v) for i, st, v in self.rows if st == TrialStatus.COMPLETED.value]
+            self._hv_history = hypervolume_history(done, self.spec.objectives, self.spec.parsed_constraints,
+                                                   max_points=HISTORY_POINTS, reference=self.front.reference)
+        return self._hv_history
 
 
 def _finite(v: Any) -> float | None:
@@ -64,11 +76,13 @@ def analyze(
     experiment: ExperimentRecord,
     cursor: int,
     rows: list[tuple[int, str, dict[str, float]]] | None = None,
+    log_scale: list[str] | None = None,
 ) -> ExperimentAnalysis:
     """Derive the columns, front and hypervolume history (no cache).
 
     `rows` are the trials' (index, status, values) in index order as of
-    `cursor`; they are read from the store when not given.
+    `cursor`, and `log_scale` the objectives the optimizer's latest model has
+    on the log scale; each is read from the store when not given.
     """
     spec = spec_from_dict(experiment.spec)
     if rows is None:
@@ -91,8 +105,6 @@ def analyze(
 
         events = store.events(experiment.id, limit=1_000_000, kinds=[EARLY_STOPPED_EVENT])
         saved = seconds_saved(stop_records(events, stopped))
-    history = hypervolume_history(done, spec.objectives, spec.parsed_constraints, max_points=HISTORY_POINTS,
-                                  reference=front.reference)
     return ExperimentAnalysis(
         experiment=experiment,
         spec=spec,
@@ -101,10 +113,9 @@ def analyze(
         statuses=[st for _, st, _ in rows],
         values=values,
         front=front,
-        hv_history=history,
         counts=counts,
         seconds_saved=saved,
-        log_scale=queries.log_scale_metrics(store, experiment.id),
+        log_scale=queries.log_scale_metrics(store, experiment.id) if log_scale is None else log_scale,
         rows=rows,
     )
 
@@ -167,6 +178,54 @@ class AnalysisCache:
                 while len(self._entries) > self.max_entries:
                     self._entries.pop(next(iter(self._entries)))
             return result
+
+
+    def get_many(self, experiments: list[ExperimentRecord]) -> list[ExperimentAnalysis]:
+        """The analyses of many experiments (records as just read from the
+        store, e.g. by `list_experiments`), in their order, with the store read
+        in a few set-based queries whatever their number: one for the change
+        cursors, then, for the experiments changed since cached, one for the
+        events since, one for the changed trials and one for the log scales of
+        those without a cached analysis."""
+        cursors = queries.change_cursors(self.store, [e.id for e in experiments])
+        out: dict[int, ExperimentAnalysis] = {}
+        cached: dict[int, ExperimentAnalysis] = {}
+        with self._lock:
+            for e in experiments:
+                hit = self._entries.get(e.name)
+                if hit is not None and hit.experiment.id == e.id and hit.cursor <= cursors[e.id]:
+                    if hit.cursor == cursors[e.id]:
+                        out[e.id] = hit
+                    else:
+                        cached[e.id] = hit
+        stale = [e for e in experiments if e.id not in out]
+        changes = queries.changes_after(self.store, {i: hit.cursor for i, hit in cached.items()})
+        new_ids = [e.id for e in stale if e.id not in cached]
+        wanted: dict[int, Any] = {i: c.trials for i, c in changes.items() if c.trials}
+        wanted.update(dict.fromkeys(new_ids))
+        points = queries.trial_points_many(self.store, wanted)
+        log_scales = queries.log_scale_metrics_many(self.store, new_ids)
+        for e in stale:
+            if e.id in cached:
+                previous, change = cached[e.id], changes[e.id]
+                rows = previous.rows
+                if change.trials:
+                    by_index = {r[0]: r for r in rows}
+                    by_index.update((r[0], r) for r in points[e.id])
+                    rows = [by_index[i] for i in sorted(by_index)]
+                log_scale = previous.log_scale if change.log_scale is None else change.log_scale
+                result = analyze(self.store, e, change.cursor, rows, log_scale)
+            else:
+                result = analyze(self.store, e, cursors[e.id], points[e.id], log_scales[e.id])
+            out[e.id] = result
+            with self._lock:
+                current = self._entries.get(e.name)
+                if current is None or current.experiment.id != e.id or current.cursor <= result.cursor:
+                    self._entries.pop(e.name, None)
+                    self._entries[e.name] = result
+                while len(self._entries) > self.max_entries:
+                    self._entries.pop(next(iter(self._entries)))
+        return [out[e.id] for e in experiments]
 
 
 def parallel_sample(a: ExperimentAnalysis, limit: int) -> list[int]:

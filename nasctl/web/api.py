@@ -124,10 +124,8 @@ def info(request: Request) -> dict[str, Any]:
 @router.get("/experiments", summary="Experiments with status, progress, counts and hypervolume")
 def experiments(request: Request) -> dict[str, Any]:
     st = state(request)
-    out = []
-    for exp, _ in st.store.list_experiments():
-        out.append(serializers.experiment_list_item(st.cache.get(exp.name)))
-    return {"experiments": out}
+    analyses = st.cache.get_many([exp for exp, _ in st.store.list_experiments()])
+    return {"experiments": [serializers.experiment_list_item(a) for a in analyses]}
 
 
 @router.get("/experiments/{name}", summary="One experiment's summary")

@@ -81,6 +81,34 @@ def test_contract_submit_poll_logs_and_json_only(tmp_path: Path, funcs: str) -> 
     runner.close()
 
 
+def test_runner_wakes_the_loop_when_a_call_ends(tmp_path: Path, funcs: str) -> None:
+    """`notify_on_end`: the callback comes once per ended call (also a failed one),
+    after its outcome is written, so the poll it triggers sees the job ended."""
+    import importlib
+
+    runner = get_runner("inprocess")
+    seen: list[list[str]] = []  # the trials whose outcome was written, at each call
+    woke = threading.Event()
+
+    def wake() -> None:
+        seen.append(sorted(n for n in ("a", "b") if (tmp_path / n / "inprocess.json").exists()))
+        woke.set()
+
+    assert runner.notify_on_end(wake) is True
+    assert get_runner("local_cwd").notify_on_end(wake) is False  # its jobs end elsewhere: the loop polls
+    jobs = []
+    for name, target in (("a", "slow"), ("b", "broken")):
+        woke.clear()
+        jobs.append(runner.submit(_request(tmp_path, name, f"{funcs}:{target}", {"x": 1})))
+        if target == "slow":
+            assert not woke.wait(0.3)  # nothing ended yet
+            importlib.import_module(funcs).GATE.set()
+        assert woke.wait(30)
+    assert [runner.status([j])[j.handle].state for j in jobs] == [JobState.SUCCEEDED, JobState.FAILED]
+    assert seen == [["a"], ["a", "b"]]
+    runner.close()
+
+
 def test_contract_cancel_find_and_no_double_run(tmp_path: Path, funcs: str) -> None:
     import importlib
 

@@ -177,6 +177,7 @@ def test_polls_faster_only_near_a_trials_expected_end() -> None:
 
     orch = Orchestrator.__new__(Orchestrator)
     orch.poll_interval = 0.25
+    orch._notified = False
     orch._durations = deque()
     now = time.time()
     orch._running = {0: SimpleNamespace(started=now - 7.0)}
@@ -185,6 +186,9 @@ def test_polls_faster_only_near_a_trials_expected_end() -> None:
     assert orch._sleep_seconds() == 0.25  # 7 s of an expected 10 s
     orch._running[1] = SimpleNamespace(started=now - 8.5)
     assert orch._sleep_seconds() == loop.FAST_POLL_SECONDS  # past 80% of 10 s
+    orch._notified = True
+    assert orch._sleep_seconds() == 0.25  # the runner wakes the loop when a job ends: no fast polls
+    orch._notified = False
     orch._running = {}
     assert orch._sleep_seconds() == 0.25
     orch.poll_interval = 0.01

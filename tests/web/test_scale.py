@@ -214,3 +214,47 @@ def test_analysis_endpoints_work_at_100k_trials(tmp_path: object) -> None:
     assert [x["completed"] for x in cmp["experiments"]] == [98_000, 1_960]
     assert cmp["experiments"][0]["history"]["trial_index"][-1] == done[-1][0]
     store.close()
+
+
+def _same(a: object, b: object) -> bool:
+    keys = ("cursor", "indices", "statuses", "values", "counts", "front", "hv_history", "log_scale")
+    return all(getattr(a, k) == getattr(b, k) for k in keys) and a.experiment.id == b.experiment.id  # type: ignore[attr-defined]
+
+
+def test_batched_analyses_equal_one_by_one_on_every_database(db_url: str) -> None:
+    """The experiment list's set-based reads (`AnalysisCache.get_many`: cursors,
+    changes, points and log scales of all experiments at once) give what the
+    per-experiment path gives, when new, when some changed and when none did."""
+    from nasctl.web.analysis import AnalysisCache, analyze
+
+    store = Store(db_url, create=True)
+    exps = [add_synthetic(store, f"b{k}", 9 + k, seed=k, finish=k % 2 == 0) for k in range(4)]
+    empty = store.create_experiment("b-empty", store.get_experiment("b0").spec, "/nonexistent/b-empty")
+    store.add_event(exps[1].id, queries.LOG_SCALE, "log", data={"metrics": ["size"]})
+
+    def reference() -> list[object]:
+        records = [e for e, _ in store.list_experiments()]
+        return [analyze(store, e, queries.change_cursor(store, e.id)) for e in records]
+
+    cache = AnalysisCache(store)
+    got = cache.get_many([e for e, _ in store.list_experiments()])
+    assert [a.experiment.name for a in got] == ["b-empty", "b3", "b2", "b1", "b0"]
+    assert all(_same(a, r) for a, r in zip(got, reference()))
+    assert got[3].log_scale == ["size"] and got[0].counts["COMPLETED"] == 0
+    assert queries.change_cursors(store, [empty.id, 10**6]) == {empty.id: queries.change_cursor(store, empty.id),
+                                                                10**6: 0}
+
+    # some change: trials finish in b1 and b3, b3's model takes acc to the log scale, b2 stops
+    for e in (exps[1], exps[3]):
+        for t in store.list_trials(e.id)[:4]:
+            store.finish_trial(t.id, TrialStatus.COMPLETED, {"acc": 0.2 + t.index / 40, "size": 30 - t.index, "lat": 1.0})
+    store.add_event(exps[3].id, queries.LOG_SCALE, "log", data={"metrics": ["size"]})
+    store.add_event(exps[3].id, queries.LOG_SCALE, "log", data={"metrics": ["acc"]})  # the latest counts
+    store.set_experiment_status(exps[2].id, ExperimentStatus.STOPPED)
+    again = cache.get_many([e for e, _ in store.list_experiments()])
+    assert all(_same(a, r) for a, r in zip(again, reference()))
+    assert again[1].log_scale == ["acc"] and again[2].experiment.status == ExperimentStatus.STOPPED
+    assert again[4] is got[4] and again[0] is got[0]  # unchanged: the cached analyses themselves
+    assert cache.get("b1") is again[3]  # one cache for the list and the pages
+    assert cache.get_many([e for e, _ in store.list_experiments()]) == again
+    store.close()
