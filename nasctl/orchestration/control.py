@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError
+from nasctl.orchestration.fidelity import front_trials
 from nasctl.pareto import compute_front
 from nasctl.runners import Runner, get_runner
 from nasctl.optimizer.methods import SAASBO_INSTALL_HINT, saasbo_available
@@ -219,11 +220,16 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
         prebuild_extension()
 
     def make_optimizer() -> AxOptimizer:
-        opt = AxOptimizer(spec)
+        if spec.optimizer.fidelity is not None:
+            from nasctl.optimizer.multifidelity import MultiFidelityOptimizer
+
+            opt: AxOptimizer = MultiFidelityOptimizer(spec)
+        else:
+            opt = AxOptimizer(spec)
         # The loop may re-attach CANDIDATE trials as RUNNING; for the optimizer
         # both are pending, so the stored statuses are all it needs.
         opt.restore([RestoredTrial(t.index, t.parameters, t.status.value, t.generation_method, t.values,
-                                   _projected(stopped.get(t.index)))
+                                   _projected(stopped.get(t.index)), t.promoted_from)
                      for t in existing])
         return opt
 
@@ -340,6 +346,8 @@ def trial_row(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
         "info": t.info,
         "devices": t.devices,
         "waiting_for_devices": t.status == TrialStatus.CANDIDATE and t.device_wait_since is not None,
+        "fidelity": t.fidelity,
+        "promoted_from": t.promoted_from,
     }
 
 
@@ -351,7 +359,7 @@ def _load(store: Store, name: str) -> tuple[ExperimentRecord, ExperimentSpec, li
 
 def pareto_view(store: Store, name: str) -> dict[str, Any]:
     exp, spec, trials = _load(store, name)
-    done = [(t.index, t.values) for t in trials if t.status == TrialStatus.COMPLETED]
+    done = front_trials(spec, trials)
     res = compute_front(done, spec.objectives, spec.parsed_constraints)
     by_index = {t.index: t for t in trials}
     first = list(spec.objectives)[0]
@@ -377,7 +385,7 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
     for t in trials:
         counts[t.status.value] += 1
     alive = orchestrator_alive(exp)
-    done = [(t.index, t.values) for t in trials if t.status == TrialStatus.COMPLETED]
+    done = front_trials(spec, trials)
     res = compute_front(done, spec.objectives, spec.parsed_constraints)
     durations = [(t.ended_at - t.started_at).total_seconds() for t in trials if t.started_at and t.ended_at]
     return {
@@ -469,7 +477,8 @@ def export(store: Store, name: str, fmt: str) -> str:
             r["pareto"] = r["index"] in front
         return json.dumps({"experiment": status_view(store, name), "spec": exp.spec, "trials": rows}, indent=2)
     if fmt == "csv":
-        pnames = list(spec.search_space)
+        fid = spec.optimizer.fidelity
+        pnames = list(spec.search_space) + ([fid.parameter] if fid is not None else [])
         mnames: list[str] = list(spec.metric_names)
         for t in trials:
             for m in t.values:
@@ -478,7 +487,7 @@ def export(store: Store, name: str, fmt: str) -> str:
         buf = io.StringIO()
         w = csv.writer(buf)
         w.writerow(["index", "status", "generation_method", *pnames, *mnames, "duration_s", "devices",
-                    "failure_reason"])
+                    "failure_reason", *(["fidelity", "promoted_from"] if fid is not None else [])])
         for r in rows:
             w.writerow(
                 [r["index"], r["status"], r["generation_method"]]
@@ -486,6 +495,8 @@ def export(store: Store, name: str, fmt: str) -> str:
                 + [r["values"].get(m, "") for m in mnames]
                 + [r["duration_s"] if r["duration_s"] is not None else "", ",".join(r["devices"] or []),
                    r["failure_reason"] or ""]
+                + ([r["fidelity"], "" if r["promoted_from"] is None else r["promoted_from"]] if fid is not None
+                   else [])
             )
         return buf.getvalue()
     raise BadInputError(f"--format {fmt!r} is not supported", "use json or csv")

@@ -53,6 +53,7 @@ from nasctl.orchestration.early_stopping import (
     seconds_saved,
     stop_records,
 )
+from nasctl.orchestration.fidelity import checkpoint_of, trial_fidelity
 from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.orchestration.jobs import build_request, job_name, trial_dir
 from nasctl.pareto import compute_front
@@ -258,6 +259,7 @@ class Orchestrator:
         self._saved = 0.0
         self._placer: DevicePlacer | None = None  # created by the first trial that asks for a GPU
         self._waiting: set[int] = set()  # candidates marked as waiting for devices
+        self._fidelity: dict[int, float | None] = {}  # completed trials' fidelities (optimizer.fidelity)
 
     # --- public ----------------------------------------------------------------
     def request_stop(self, reason: str = "stopped by user", cancel: bool = False) -> None:
@@ -377,6 +379,7 @@ class Orchestrator:
                 self._counts[t.status.value] += 1
                 if t.status == TrialStatus.COMPLETED:
                     self._completed.append((t.index, dict(t.values)))
+                    self._fidelity[t.index] = t.fidelity
                     if self._stopper is not None:
                         self._stopper.track(t.index, t.parameters)
                         wanted = self._stopper.curve_metrics
@@ -390,7 +393,7 @@ class Orchestrator:
                     self.store.adopt_devices(self.exp.id, t.index, self.owner)  # the trial keeps its devices
                 self._attach_running(t, SubmittedJob(t.job_handle or "", dict(t.runner_metadata)))
             else:  # CANDIDATE: submitted before a crash, or not?
-                request = build_request(self.spec, self.exp.name, self.exp.work_dir, t.index, t.parameters)
+                request = self._request(t)
                 found = self.runner.find(request)
                 if found is not None:
                     devices = self.store.adopt_devices(self.exp.id, t.index, self.owner) if request.gpu else []
@@ -477,7 +480,8 @@ class Orchestrator:
                 continue
             tdir = trial_dir(self.exp.work_dir, cand.index)
             rec = self.store.add_trial(
-                self.exp.id, cand.index, cand.parameters, cand.method, job_name(self.exp.name, cand.index), tdir
+                self.exp.id, cand.index, cand.parameters, cand.method, job_name(self.exp.name, cand.index), tdir,
+                fidelity=trial_fidelity(self.spec, cand.parameters), promoted_from=cand.promoted_from,
             )
             failpoints.hit("after_record_candidate")
             self._created += 1
@@ -557,7 +561,7 @@ class Orchestrator:
             if full is not None:  # every trial would fail: stop, candidates stay recorded for resume
                 raise _Stop(f"{full}; free space, then `nasctl resume {self.exp.name}`", cancel=False)
             rec = self._ready[0]
-            request = build_request(self.spec, self.exp.name, self.exp.work_dir, rec.index, rec.parameters)
+            request = self._request(rec, note=True)
             try:
                 placed = self._place(rec, request)
             except SpecError as e:  # a component asking for more GPUs than there are
@@ -591,6 +595,26 @@ class Orchestrator:
             self._running[rec.index] = _Running(rec, job, TensorBoardReader(tb), MetricSummary(), _epoch(rec))
             if self._stopper is not None:
                 self._stopper.track(rec.index, rec.parameters)
+
+    def _request(self, rec: TrialRecord, note: bool = False) -> JobRequest:
+        """The job for a recorded trial. A promotion continues from the checkpoint
+        the trial it was promoted from left, where there is one; otherwise it
+        trains from scratch to its fidelity (said in an event when `note`)."""
+        resume = None
+        if rec.promoted_from is not None:
+            try:
+                source = self.store.get_trial(self.exp.id, rec.promoted_from)
+            except NotFoundError:
+                source = None
+            src_dir = (source.log_dir if source is not None else None) or trial_dir(self.exp.work_dir,
+                                                                                    rec.promoted_from)
+            resume = checkpoint_of(src_dir)
+            if resume is None and note:
+                self.store.add_event(self.exp.id, "promotion",
+                                     f"trial {rec.index} trains from scratch: trial {rec.promoted_from} "
+                                     f"left no checkpoint in {src_dir}", trial_index=rec.index)
+        return build_request(self.spec, self.exp.name, self.exp.work_dir, rec.index, rec.parameters,
+                             resume_from=resume)
 
     def _place(self, rec: TrialRecord, request: JobRequest) -> tuple[JobRequest, list[str] | None] | None:
         """Lease devices for a trial that asks for GPUs on a runner that places them
@@ -783,6 +807,7 @@ class Orchestrator:
             if rec.started_at is not None:
                 self._durations.append(time.time() - _epoch(rec))
             self._completed.append((rec.index, values))
+            self._fidelity[rec.index] = rec.fidelity
             self._note(f"trial {rec.index} completed: " + _fmt_values(values, self.spec.objectives))
         elif status == TrialStatus.FAILED:
             self.gen.fail(rec.index, reason)
@@ -811,7 +836,11 @@ class Orchestrator:
             self._finish(rec, TrialStatus.ABANDONED, reason=why)
 
     def _update_front(self) -> None:
-        res = compute_front(self._completed, self.spec.objectives, self.spec.parsed_constraints)
+        done = self._completed
+        fid = self.spec.optimizer.fidelity
+        if fid is not None:  # the top rung only, unless the spec says otherwise
+            done = [(i, v) for i, v in done if fid.in_front(self._fidelity.get(i))]
+        res = compute_front(done, self.spec.objectives, self.spec.parsed_constraints)
         self._front, self._hv = res.indices, res.hypervolume
 
     def _note(self, msg: str) -> None:
