@@ -484,6 +484,8 @@ class Orchestrator:
                 fidelity=trial_fidelity(self.spec, cand.parameters), promoted_from=cand.promoted_from,
             )
             failpoints.hit("after_record_candidate")
+            if cand.promoted_from is not None:
+                failpoints.hit("after_record_promotion")
             self._created += 1
             self._counts[TrialStatus.CANDIDATE.value] += 1
             self._ready.append(rec)
