@@ -113,6 +113,14 @@ def trial_points(
 
 
 @retrying
+def trial_fidelities(store: Store, experiment_id: int) -> dict[int, float | None]:
+    """Each trial's fidelity (multi-fidelity search; None elsewhere), by trial index."""
+    q = select(TrialRow.index, TrialRow.fidelity).where(TrialRow.experiment_id == experiment_id)
+    with store._session() as s:  # noqa: SLF001
+        return {int(i): (None if f is None else float(f)) for i, f in s.execute(q)}
+
+
+@retrying
 def trial_parameters(store: Store, experiment_id: int, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
     """Parameters of the given trials, by trial index (missing indices are left out)."""
     wanted = sorted(set(indices))

@@ -177,3 +177,10 @@ def test_lightning_promotions_continue_from_checkpoints(tmp_path: Path) -> None:
     rows = [trial_summary(t, spec_from_dict(exp.spec)) for t in store.list_trials(exp.id)]
     assert {(r["index"], r["fidelity"], r["promoted_from"]) for r in rows} == {
         (t["index"], t["fidelity"], t["promoted_from"]) for t in trials}
+    # the dashboard's front and hypervolume use top-rung results, as `nasctl pareto` does
+    from nasctl.web.analysis import analyze
+
+    front = analyze(store, exp, 0).front.indices
+    pareto = json.loads(run_cli("pareto", "mf-digits", "--db", db, "--json").stdout)
+    assert sorted(front) == sorted(r["index"] for r in pareto["front"])
+    assert front and all(by_index[i]["fidelity"] == 3 for i in front)
