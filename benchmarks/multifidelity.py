@@ -21,7 +21,7 @@ Hypervolume counts top-rung results only, against the objectives' thresholds
 
     python benchmarks/multifidelity.py --problems digits,mnist1d --seeds 0-2 \\
         --max-epochs 9 --eta 3 --budget-epochs 108 --out benchmarks/results/multifidelity.json
-    python benchmarks/multifidelity.py --report benchmarks/results/multifidelity.json \\
+    python benchmarks/multifidelity.py --report benchmarks/results/multifidelity*.json \\
         --plot docs/img/multifidelity.png
 """
 
@@ -253,6 +253,19 @@ def report(results: dict[str, Any], plot: str | None) -> None:
         _plot(results, plot)
 
 
+def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several results files as one (same settings; a later file's run of a seed wins)."""
+    out: dict[str, Any] = {"meta": results[0]["meta"], "runs": {}}
+    for r in results:
+        if r["meta"]["budget_epochs"] != out["meta"]["budget_epochs"] or r["meta"]["max_epochs"] != \
+                out["meta"]["max_epochs"]:
+            raise SystemExit("error: the results files were made with different --budget-epochs or --max-epochs")
+        for problem, by_method in r["runs"].items():
+            for m, by_seed in by_method.items():
+                out["runs"].setdefault(problem, {}).setdefault(m, {}).update(by_seed)
+    return out
+
+
 def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
@@ -294,11 +307,11 @@ def main() -> int:
     ap.add_argument("--budget-epochs", type=positive_int, default=108)
     ap.add_argument("--parallelism", type=positive_int, default=2)
     ap.add_argument("--out", default="benchmarks/results/multifidelity.json")
-    ap.add_argument("--report", help="print the table of a results file instead of running")
+    ap.add_argument("--report", nargs="+", help="print the table of results files (merged) instead of running")
     ap.add_argument("--plot", help="with --report: write the figure here")
     args = ap.parse_args()
     if args.report:
-        report(json.load(open(args.report)), args.plot)
+        report(merge([json.load(open(p)) for p in args.report]), args.plot)
         return 0
     problems = [p for p in args.problems.split(",") if p]
     methods = [m for m in args.methods.split(",") if m]

@@ -53,6 +53,8 @@ def check_spec_runnable(spec: ExperimentSpec) -> None:
     if spec.trial.search_space:
         space = get_search_space(spec.trial.search_space)
         names = set(spec.search_space) | set(spec.trial.args)
+        if spec.optimizer.fidelity is not None:
+            names.add(spec.optimizer.fidelity.parameter)
         unknown = names - space.parameters
         if unknown:
             raise BadInputError(
@@ -93,15 +95,25 @@ def default_work_root() -> str:
     return os.environ.get("NASCTL_HOME") or "nasctl_runs"
 
 
+def new_optimizer(spec: ExperimentSpec) -> Any:
+    """The optimizer for a spec: multi-fidelity with `optimizer.fidelity`, else the plain Ax adapter."""
+    if spec.optimizer.fidelity is not None:
+        from nasctl.optimizer.multifidelity import MultiFidelityOptimizer
+
+        return MultiFidelityOptimizer(spec)
+    from nasctl.optimizer.ax_optimizer import AxOptimizer
+
+    return AxOptimizer(spec)
+
+
 def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
     """What `nasctl run` would launch first, without touching any database."""
     from nasctl.orchestration.jobs import build_request
-    from nasctl.optimizer.ax_optimizer import AxOptimizer
 
     check_spec_runnable(spec)
     prepare_orchestrator_process()
     work_dir = str(Path(work_root, spec.name).resolve())
-    cand = AxOptimizer(spec).generate(1)[0]
+    cand = new_optimizer(spec).generate(1)[0]
     request = build_request(spec, spec.name, work_dir, cand.index, cand.parameters)
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
     return {
@@ -220,12 +232,7 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
         prebuild_extension()
 
     def make_optimizer() -> AxOptimizer:
-        if spec.optimizer.fidelity is not None:
-            from nasctl.optimizer.multifidelity import MultiFidelityOptimizer
-
-            opt: AxOptimizer = MultiFidelityOptimizer(spec)
-        else:
-            opt = AxOptimizer(spec)
+        opt: AxOptimizer = new_optimizer(spec)
         # The loop may re-attach CANDIDATE trials as RUNNING; for the optimizer
         # both are pending, so the stored statuses are all it needs.
         opt.restore([RestoredTrial(t.index, t.parameters, t.status.value, t.generation_method, t.values,
