@@ -6,8 +6,6 @@ Methods, each on the same search space, objectives, trainer and maximum epochs:
 - `mf`: nasctl with `optimizer.fidelity` (asynchronous multi-objective
   successive halving, Ax proposals scored at the top rung, promotions continue
   from checkpoints);
-- `mf_min`: the same, with new configurations scored at the lowest rung
-  (the other design the docs compare);
 - `random`: nasctl at full fidelity with `optimizer.method: sobol`;
 - `moasha`: Syne Tune's MO-ASHA (benchmarks/synetune_moasha.py, its own venv),
   training through the same trainer and checkpoints.
@@ -81,7 +79,7 @@ PROBLEMS: dict[str, dict[str, Any]] = {
     },
 }
 
-METHODS = ("full", "mf", "mf_min", "random", "moasha")
+METHODS = ("full", "mf", "random", "moasha")
 TRIAL_ARGS = {"latency_repeats": 5, "latency_warmup": 1, "latency_min_seconds": 0.0}
 """Latency is not an objective here: measure it briefly (it is logged by every trial)."""
 
@@ -91,7 +89,7 @@ def make_spec(problem: str, method: str, seed: int, max_epochs: int, eta: int, b
     p = PROBLEMS[problem]
     space = dict(p["search_space"])
     optimizer: dict[str, Any] = {"seed": seed}
-    if method in ("mf", "mf_min"):
+    if method == "mf":
         optimizer["fidelity"] = {"parameter": "epochs", "min": 1, "max": max_epochs, "eta": eta}
         # successive halving spends about (number of rungs) x min epochs per configuration
         # plus the promotions: allow as many trials as epochs, the epoch budget ends the run
@@ -132,7 +130,7 @@ def run_nasctl(problem: str, method: str, seed: int, args: argparse.Namespace, w
     t0 = time.monotonic()
     proc = subprocess.Popen([*cli, "run", path, "--db", db, "--workdir", os.path.join(work, spec["name"]),
                              "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if method in ("mf", "mf_min"):  # an epoch budget: stop the run once it is spent
+    if method == "mf":  # an epoch budget: stop the run once it is spent
         while proc.poll() is None:
             time.sleep(3)
             spent = sum(r["cost_epochs"] for r in _records(cli, env, spec["name"], db, args.max_epochs))
