@@ -336,12 +336,13 @@ def main() -> int:
                     res = run_moasha(problem, seed, args, work) if m == "moasha" else \
                         run_nasctl(problem, m, seed, args, work)
                     done[str(seed)] = res
+                    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+                    with open(args.out + ".tmp", "w") as f:
+                        json.dump(results, f)
+                    os.replace(args.out + ".tmp", args.out)
                     spent = sum(r["cost_epochs"] for r in res["records"])
                     print(f"{problem} {m} seed {seed}: {len(res['records'])} results, {spent:.0f} epochs, "
                           f"{time.monotonic() - t0:.0f}s", flush=True)
-                    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-                    with open(args.out, "w") as f:
-                        json.dump(results, f)
     report(results, None)
     return 0
 
