@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -150,6 +151,7 @@ def main() -> int:
                     scheduler.on_trial_remove(trial)
     with open(out_path, "w") as f:
         json.dump({"records": records, "spent_epochs": spent}, f, indent=1, default=str)
+    shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 
