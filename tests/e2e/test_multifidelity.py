@@ -49,7 +49,11 @@ def launch(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Comple
 KILLS = ["after_record_promotion:1", "after_submit:4", "after_record_promotion:2", "after_finish_trial:3"]
 
 
-def test_kill_nine_mid_rung_then_resume_promotes_nothing_twice(tmp_path: Path, db_url: str) -> None:
+def test_kill_nine_mid_rung_then_resume_promotes_nothing_twice(tmp_path: Path, sqlite_url: str) -> None:
+    """On SQLite only: the write-ahead order is the loop's, the same on every database
+    (tests/e2e/test_crash_resume.py runs it on all three); the unique constraint that
+    backs it is checked on all three in tests/integration/test_migration_multifidelity.py."""
+    db_url = sqlite_url
     name, max_trials = "mf-crashy", 15
     spec = write_spec(tmp_path, name, max_trials)
     runs = tmp_path / "runs.log"
