@@ -20,7 +20,11 @@ computed: one while proposals are quick next to trials, more (up to
 missing or NaN metric, corrupt log, timeout) make the trial FAILED with its
 reason and log tail; the experiment ends FAILED once `budget.max_failures` is
 exceeded. With `early_stopping` in the spec, running trials are judged on their
-curves after every metrics read and hopeless ones end EARLY_STOPPED.
+curves after every metrics read and hopeless ones end EARLY_STOPPED. With
+`optimizer.fidelity`, the optimizer's candidates include promotions (recorded
+with `promoted_from` before they start, and launched with the checkpoint of
+the trial they continue; nasctl/orchestration/fidelity.py), and the front is
+made of top-rung results.
 """
 
 from __future__ import annotations
@@ -563,7 +567,7 @@ class Orchestrator:
             if full is not None:  # every trial would fail: stop, candidates stay recorded for resume
                 raise _Stop(f"{full}; free space, then `nasctl resume {self.exp.name}`", cancel=False)
             rec = self._ready[0]
-            request = self._request(rec, note=True)
+            request = self._request(rec, note=rec.index not in self._waiting)
             try:
                 placed = self._place(rec, request)
             except SpecError as e:  # a component asking for more GPUs than there are
