@@ -277,10 +277,79 @@ class RunnerSpec(_Model):
     cfg: dict[str, Any] = Field(default_factory=dict)
 
 
+class FidelitySpec(_Model):
+    """`optimizer.fidelity:` multi-fidelity search (nasctl/optimizer/promotion.py).
+
+    Every new configuration trains to `min` of `parameter` (epochs, say); the
+    promising ones are promoted rung by rung, `eta` times more each time, up to
+    `max`. `front` says which results the Pareto front and hypervolume use:
+    `top` (default) only those trained to `max`, `all` every completed trial.
+    """
+
+    parameter: str = "epochs"
+    min: int | float = Field(gt=0)
+    max: int | float = Field(gt=0)
+    eta: int = 3
+    front: Literal["top", "all"] = "top"
+
+    @model_validator(mode="after")
+    def _check(self) -> FidelitySpec:
+        _finite(self.min, "min")
+        _finite(self.max, "max")
+        if not self.min < self.max:
+            raise ValueError(f"min ({self.min}) must be below max ({self.max})")
+        if self.eta < 2:
+            raise ValueError(f"eta ({self.eta}) must be >= 2 (each rung trains eta times longer)")
+        rungs = self.rungs
+        if len(rungs) < 2:
+            raise ValueError(f"min ({self.min}) to max ({self.max}) with eta {self.eta} gives a single rung; "
+                             "lower min or raise max")
+        return self
+
+    @property
+    def integer(self) -> bool:
+        return isinstance(self.min, int) and isinstance(self.max, int)
+
+    @property
+    def rungs(self) -> tuple[float, ...]:
+        """The fidelities trials train to: min * eta**k below max, then max itself
+        (rounded down for integer fidelities; equal values merged)."""
+        out: list[float] = []
+        k = 0
+        while True:
+            v = self.min * self.eta**k
+            if self.integer:
+                v = int(v)
+            if v >= self.max:
+                break
+            if not out or v > out[-1]:
+                out.append(v)
+            k += 1
+        out.append(self.max)
+        return tuple(out)
+
+    def rung_of(self, value: float) -> int | None:
+        """The rung a fidelity value belongs to, None for a value that is no rung."""
+        for k, r in enumerate(self.rungs):
+            if math.isclose(float(value), float(r), rel_tol=1e-9):
+                return k
+        return None
+
+    def in_front(self, value: Any) -> bool:
+        """Whether a completed trial at fidelity `value` counts for the Pareto front."""
+        if self.front == "all":
+            return True
+        try:
+            return value is not None and math.isclose(float(value), float(self.max), rel_tol=1e-9)
+        except (TypeError, ValueError):
+            return False
+
+
 class OptimizerSpec(_Model):
     initial_trials: int | None = Field(default=None, ge=1)
     method: Literal["auto", "botorch", "categorical", "saasbo", "sobol"] = "auto"
     seed: int | None = 0
+    fidelity: FidelitySpec | None = None
 
 
 DEFAULT_INITIAL_TRIALS = 5
@@ -405,6 +474,19 @@ class ExperimentSpec(_Model):
         overlap = set(self.trial.args) & set(params)
         if overlap:
             raise ValueError(f"trial.args repeats search_space parameters {sorted(overlap)}")
+        fid = self.optimizer.fidelity
+        if fid is not None:
+            if fid.parameter in params:
+                raise ValueError(f"optimizer.fidelity.parameter {fid.parameter!r} is also in search_space; "
+                                 "remove it there (nasctl sets it per rung)")
+            if fid.parameter in self.trial.args:
+                raise ValueError(f"optimizer.fidelity.parameter {fid.parameter!r} is also in trial.args; "
+                                 "remove it there (nasctl sets it per rung)")
+            if not PARAM_RE.match(fid.parameter):
+                raise ValueError(f"optimizer.fidelity.parameter {fid.parameter!r} must match {PARAM_RE.pattern}")
+            if self.early_stopping is not None:
+                raise ValueError("early_stopping and optimizer.fidelity cannot be combined (promotion already "
+                                 "stops weak trials at each rung); remove one of them")
         return self
 
     # --- derived views -------------------------------------------------
@@ -447,7 +529,8 @@ class ExperimentSpec(_Model):
         return min(self.budget.max_trials, max(DEFAULT_INITIAL_TRIALS, self.budget.parallelism))
 
     def active_parameters(self, params: dict[str, Scalar]) -> dict[str, Scalar]:
-        """Drop conditional parameters whose parent value does not activate them."""
+        """Drop conditional parameters whose parent value does not activate them.
+        The fidelity parameter (`optimizer.fidelity`), when given, is kept."""
         out: dict[str, Scalar] = {}
         full = {**self.fixed, **params}
         for name, p in self.search_space.items():
@@ -458,6 +541,9 @@ class ExperimentSpec(_Model):
                 if full.get(parent) not in values:
                     continue
             out[name] = full[name]
+        fid = self.optimizer.fidelity
+        if fid is not None and fid.parameter in params:
+            out[fid.parameter] = params[fid.parameter]
         return out
 
 

@@ -74,6 +74,8 @@ class TrialRecord:
     info: dict[str, Any] | None = None  # what the trial recorded about itself (trial_info.json)
     devices: list[str] | None = None  # the devices nasctl placed it on (its CUDA_VISIBLE_DEVICES)
     device_wait_since: datetime | None = None  # a candidate waiting for free devices, since then
+    fidelity: float | None = None  # the fidelity it trains to (optimizer.fidelity), None without one
+    promoted_from: int | None = None  # the trial index it continues (a promotion), None for a new configuration
 
 
 @dataclass(frozen=True)

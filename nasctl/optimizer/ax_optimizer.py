@@ -53,6 +53,7 @@ class RestoredTrial:
     method: str
     values: Mapping[str, float]
     stopped_values: Mapping[str, float] | None = None  # what the optimizer was told for an EARLY_STOPPED trial
+    promoted_from: int | None = None  # the trial a multi-fidelity promotion continues
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Candidate:
     index: int
     parameters: dict[str, ParamValue]
     method: str
+    promoted_from: int | None = None  # a multi-fidelity promotion of this trial (see `multifidelity`)
 
 
 def _quiet_ax() -> None:
@@ -218,7 +220,6 @@ class AxOptimizer:
         logging.disable(logging.INFO)  # Ax logs at INFO while it is imported
         try:
             from ax.api import Client
-            from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig
         finally:
             logging.disable(logging.NOTSET)
         _quiet_ax()
@@ -239,8 +240,30 @@ class AxOptimizer:
         self.fits = FitCache()  # warm starts for the GP fits of successive proposals
         self.guard = RepeatGuard(spec)  # no repeated proposals while nothing is feasible
         self.log_scale: tuple[str, ...] | None = None  # objectives the last model modelled on the log scale
+        client = self._client
+        client.configure_experiment(parameters=self._parameter_configs(), name=spec.name)
+        objective = ", ".join(
+            (self.names[n] if o.maximize else f"-{self.names[n]}") for n, o in spec.objectives.items()
+        )
+        constraints = []
+        for n, o in spec.objectives.items():
+            if o.threshold is not None:
+                constraints.append(f"{self.names[n]} {'>=' if o.maximize else '<='} {o.threshold!r}")
+        for c in spec.parsed_constraints:
+            constraints.append(f"{self.names[c.metric]} {c.op} {c.bound!r}")
+        client.configure_optimization(objective=objective, outcome_constraints=constraints or None)
+        self.choice = resolve_method(spec)
+        client.set_generation_strategy(
+            build_strategy(spec, self.choice.method, "cuda" if torch.cuda.is_available() else None)
+        )
+        _quiet_ax()
+
+    def _parameter_configs(self) -> list[Any]:
+        """The Ax parameter configs of the search space (subclasses may add their own)."""
+        from ax.api.configs import ChoiceParameterConfig, RangeParameterConfig
+
         params: list[Any] = []
-        for name, p in spec.tunable.items():
+        for name, p in self.spec.tunable.items():
             if isinstance(p, (IntParameter, FloatParameter)):
                 params.append(
                     RangeParameterConfig(
@@ -259,23 +282,7 @@ class AxOptimizer:
                         is_ordered=p.ordered,
                     )
                 )
-        client = self._client
-        client.configure_experiment(parameters=params, name=spec.name)
-        objective = ", ".join(
-            (self.names[n] if o.maximize else f"-{self.names[n]}") for n, o in spec.objectives.items()
-        )
-        constraints = []
-        for n, o in spec.objectives.items():
-            if o.threshold is not None:
-                constraints.append(f"{self.names[n]} {'>=' if o.maximize else '<='} {o.threshold!r}")
-        for c in spec.parsed_constraints:
-            constraints.append(f"{self.names[c.metric]} {c.op} {c.bound!r}")
-        client.configure_optimization(objective=objective, outcome_constraints=constraints or None)
-        self.choice = resolve_method(spec)
-        client.set_generation_strategy(
-            build_strategy(spec, self.choice.method, "cuda" if torch.cuda.is_available() else None)
-        )
-        _quiet_ax()
+        return params
 
     @property
     def client(self) -> Any:
@@ -414,7 +421,8 @@ class AxOptimizer:
         # and the fast path draws the rest, the same points.
         center_only = self._fast and not experiment.trials and sobol_trial_limit(gs) is None
         with self.fits.active(), logscale.proposal(), with_rng_seed(seed=client._random_seed):  # noqa: SLF001
-            runs = gs.gen(experiment=experiment, n=1, num_trials=1 if center_only else n)
+            runs = gs.gen(experiment=experiment, n=1, num_trials=1 if center_only else n,
+                          fixed_features=self._fixed_features())
         if any(run._generation_node_name == "MBM" for (run,) in runs):  # noqa: SLF001
             self.log_scale = self._fitted_log_scale()
         guarding = self.guard.active  # changes only when a trial completes
@@ -430,7 +438,8 @@ class AxOptimizer:
                 and self.guard.repeats(params, earlier)
             ):
                 run = self._explore_run(earlier)
-                params = _params(run.arms[0].parameters)
+            run = self._trial_run(run)
+            params = _params(run.arms[0].parameters)
             trial = experiment.new_trial(generator_run=run)
             trial.mark_running(no_runner_required=True)
             if guarding:
@@ -439,6 +448,14 @@ class AxOptimizer:
         if center_only and len(out) < n:
             out += self._fast_candidates(n - len(out))
         return out
+
+    def _fixed_features(self) -> Any:
+        """Parameter values held fixed while proposing (Ax `ObservationFeatures`), None for none."""
+        return None
+
+    def _trial_run(self, run: Any) -> Any:
+        """The generator run a proposal becomes a trial as (the proposal itself here)."""
+        return run
 
     def _fitted_log_scale(self) -> tuple[str, ...]:
         """The objectives that the model just fitted has on the log scale (`logscale`)."""

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError
+from nasctl.orchestration.fidelity import front_trials
 from nasctl.pareto import compute_front
 from nasctl.runners import Runner, get_runner
 from nasctl.optimizer.methods import SAASBO_INSTALL_HINT, saasbo_available
@@ -52,6 +53,8 @@ def check_spec_runnable(spec: ExperimentSpec) -> None:
     if spec.trial.search_space:
         space = get_search_space(spec.trial.search_space)
         names = set(spec.search_space) | set(spec.trial.args)
+        if spec.optimizer.fidelity is not None:
+            names.add(spec.optimizer.fidelity.parameter)
         unknown = names - space.parameters
         if unknown:
             raise BadInputError(
@@ -92,15 +95,25 @@ def default_work_root() -> str:
     return os.environ.get("NASCTL_HOME") or "nasctl_runs"
 
 
+def new_optimizer(spec: ExperimentSpec) -> Any:
+    """The optimizer for a spec: multi-fidelity with `optimizer.fidelity`, else the plain Ax adapter."""
+    if spec.optimizer.fidelity is not None:
+        from nasctl.optimizer.multifidelity import MultiFidelityOptimizer
+
+        return MultiFidelityOptimizer(spec)
+    from nasctl.optimizer.ax_optimizer import AxOptimizer
+
+    return AxOptimizer(spec)
+
+
 def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
     """What `nasctl run` would launch first, without touching any database."""
     from nasctl.orchestration.jobs import build_request
-    from nasctl.optimizer.ax_optimizer import AxOptimizer
 
     check_spec_runnable(spec)
     prepare_orchestrator_process()
     work_dir = str(Path(work_root, spec.name).resolve())
-    cand = AxOptimizer(spec).generate(1)[0]
+    cand = new_optimizer(spec).generate(1)[0]
     request = build_request(spec, spec.name, work_dir, cand.index, cand.parameters)
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
     return {
@@ -232,11 +245,11 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
         prebuild_extension()
 
     def make_optimizer() -> AxOptimizer:
-        opt = AxOptimizer(spec)
+        opt: AxOptimizer = new_optimizer(spec)
         # The loop may re-attach CANDIDATE trials as RUNNING; for the optimizer
         # both are pending, so the stored statuses are all it needs.
         opt.restore([RestoredTrial(t.index, t.parameters, t.status.value, t.generation_method, t.values,
-                                   _projected(stopped.get(t.index)))
+                                   _projected(stopped.get(t.index)), t.promoted_from)
                      for t in existing])
         return opt
 
@@ -353,6 +366,8 @@ def trial_row(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
         "info": t.info,
         "devices": t.devices,
         "waiting_for_devices": t.status == TrialStatus.CANDIDATE and t.device_wait_since is not None,
+        "fidelity": t.fidelity,
+        "promoted_from": t.promoted_from,
     }
 
 
@@ -364,7 +379,7 @@ def _load(store: Store, name: str) -> tuple[ExperimentRecord, ExperimentSpec, li
 
 def pareto_view(store: Store, name: str) -> dict[str, Any]:
     exp, spec, trials = _load(store, name)
-    done = [(t.index, t.values) for t in trials if t.status == TrialStatus.COMPLETED]
+    done = front_trials(spec, trials)
     res = compute_front(done, spec.objectives, spec.parsed_constraints)
     by_index = {t.index: t for t in trials}
     first = list(spec.objectives)[0]
@@ -390,7 +405,7 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
     for t in trials:
         counts[t.status.value] += 1
     alive = orchestrator_alive(exp)
-    done = [(t.index, t.values) for t in trials if t.status == TrialStatus.COMPLETED]
+    done = front_trials(spec, trials)
     res = compute_front(done, spec.objectives, spec.parsed_constraints)
     durations = [(t.ended_at - t.started_at).total_seconds() for t in trials if t.started_at and t.ended_at]
     return {
@@ -491,9 +506,9 @@ def _note_text(store: Store, experiment_id: int, trial_index: int | None) -> str
 
 
 def pareto_indices(spec: ExperimentSpec, trials: list[TrialRecord]) -> set[int]:
-    """Indices of the trials on the observed Pareto front (completed, feasible, non-dominated)."""
-    done = [(t.index, t.values) for t in trials if t.status == TrialStatus.COMPLETED]
-    return set(compute_front(done, spec.objectives, spec.parsed_constraints).indices)
+    """Indices of the trials on the observed Pareto front (completed, feasible,
+    non-dominated; with `optimizer.fidelity`, among the trials `front_trials` keeps)."""
+    return set(compute_front(front_trials(spec, trials), spec.objectives, spec.parsed_constraints).indices)
 
 
 def export(store: Store, name: str, fmt: str) -> str:
@@ -506,7 +521,8 @@ def export(store: Store, name: str, fmt: str) -> str:
         summary = {**status_view(store, name), "note": _note_text(store, exp.id, None)}
         return json.dumps({"experiment": summary, "spec": exp.spec, "trials": rows}, indent=2)
     if fmt == "csv":
-        pnames = list(spec.search_space)
+        fid = spec.optimizer.fidelity
+        pnames = list(spec.search_space) + ([fid.parameter] if fid is not None else [])
         mnames: list[str] = list(spec.metric_names)
         for t in trials:
             for m in t.values:
@@ -515,7 +531,7 @@ def export(store: Store, name: str, fmt: str) -> str:
         buf = io.StringIO()
         w = csv.writer(buf)
         w.writerow(["index", "status", "generation_method", *pnames, *mnames, "pareto", "duration_s", "devices",
-                    "failure_reason", "note"])
+                    "failure_reason", "note", *(["fidelity", "promoted_from"] if fid is not None else [])])
         for r in rows:
             w.writerow(
                 [r["index"], r["status"], r["generation_method"]]
@@ -523,6 +539,8 @@ def export(store: Store, name: str, fmt: str) -> str:
                 + [r["values"].get(m, "") for m in mnames]
                 + [str(r["pareto"]).lower(), r["duration_s"] if r["duration_s"] is not None else "",
                    ",".join(r["devices"] or []), r["failure_reason"] or "", r["note"] or ""]
+                + ([r["fidelity"], "" if r["promoted_from"] is None else r["promoted_from"]] if fid is not None
+                   else [])
             )
         return buf.getvalue()
     raise BadInputError(f"--format {fmt!r} is not supported", "use json or csv")

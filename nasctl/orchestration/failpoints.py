@@ -7,6 +7,8 @@ time it passes `during_generation`: no cleanup, no flush, exactly like `kill
 write-ahead guarantees matter:
 
 - `after_record_candidate`: a proposal is stored, its job not yet submitted.
+- `after_record_promotion`: a multi-fidelity promotion is stored, its job not
+  yet submitted (passed only by promotions, after `after_record_candidate`).
 - `after_submit`: the job runs, its handle is not yet stored.
 - `after_record_running`: the handle is stored.
 - `after_finish_trial`: a trial's result is stored, the optimizer not yet told.

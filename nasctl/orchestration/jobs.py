@@ -8,11 +8,13 @@ a restarted loop recognise a job it submitted before (see `loop`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 from collections.abc import Mapping
 
+from nasctl.orchestration.fidelity import fidelity_env
 from nasctl.runners.base import JobRequest
 from nasctl.runners.components import component_job, resolve_component_name
 from nasctl.search_spaces import TRAINER_PRELOAD, USER_MODEL_MODULE, get_search_space
@@ -30,11 +32,13 @@ def trial_dir(work_dir: str, index: int) -> str:
 
 
 def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: int,
-                  parameters: Mapping[str, ParamValue]) -> JobRequest:
+                  parameters: Mapping[str, ParamValue], resume_from: str | None = None) -> JobRequest:
     """The job for one trial, following the trial contract: active parameters and
     fixed `trial.args` as `--name value`, NASCTL_* in the environment. A user
     model runs the built-in trainer with `--model pkg.module:build --dataset NAME`
-    and the model's folder on PYTHONPATH."""
+    and the model's folder on PYTHONPATH. With `optimizer.fidelity`, the trial
+    also gets its checkpoint folder and, for a promotion, `resume_from`
+    (nasctl/orchestration/fidelity.py)."""
     tdir = trial_dir(work_dir, index)
     tb = os.path.join(tdir, "tb")
     active = {**spec.trial.args, **spec.active_parameters(dict(parameters))}
@@ -54,11 +58,13 @@ def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: i
         # one JSON argument keeps every value's type exact (a choice "1" stays a string)
         args = ["-m", FUNCTION_ENTRY_MODULE, str(trial.function), "--parameters", json.dumps(active)]
     elif trial.source == "component":
-        return _component_request(spec, experiment, index, tdir, tb, active)
+        req = _component_request(spec, experiment, index, tdir, tb, active)
+        return dataclasses.replace(req, env={**req.env, **fidelity_env(spec, tdir, resume_from)})
     else:
         assert trial.script is not None
         args = [trial.script, *argv]
     env = _trial_env(experiment, index, tb, trial.resources.cpu, trial.model_path or trial.code_dir)
+    env.update(fidelity_env(spec, tdir, resume_from))
     r = trial.resources
     return JobRequest(job_name(experiment, index), sys.executable, args, env, tdir, r.cpu, r.mem_mb, r.gpu,
                       preload=preload_modules(spec))

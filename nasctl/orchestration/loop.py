@@ -20,7 +20,11 @@ computed: one while proposals are quick next to trials, more (up to
 missing or NaN metric, corrupt log, timeout) make the trial FAILED with its
 reason and log tail; the experiment ends FAILED once `budget.max_failures` is
 exceeded. With `early_stopping` in the spec, running trials are judged on their
-curves after every metrics read and hopeless ones end EARLY_STOPPED.
+curves after every metrics read and hopeless ones end EARLY_STOPPED. With
+`optimizer.fidelity`, the optimizer's candidates include promotions (recorded
+with `promoted_from` before they start, and launched with the checkpoint of
+the trial they continue; nasctl/orchestration/fidelity.py), and the front is
+made of top-rung results.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from nasctl.orchestration.early_stopping import (
     seconds_saved,
     stop_records,
 )
+from nasctl.orchestration.fidelity import checkpoint_of, trial_fidelity
 from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.orchestration.jobs import build_request, job_name, trial_dir
 from nasctl.optimizer.ax_optimizer import Candidate
@@ -261,6 +266,7 @@ class Orchestrator:
         self._waiting: set[int] = set()  # candidates marked as waiting for devices
         self._wake = threading.Event()  # set when a job ended, a proposal is ready or a stop was asked for
         self._notified = False  # the runner wakes the loop when a job ends (no fast polling needed)
+        self._fidelity: dict[int, float | None] = {}  # completed trials' fidelities (optimizer.fidelity)
 
     # --- public ----------------------------------------------------------------
     def request_stop(self, reason: str = "stopped by user", cancel: bool = False) -> None:
@@ -384,6 +390,7 @@ class Orchestrator:
                 self._counts[t.status.value] += 1
                 if t.status == TrialStatus.COMPLETED:
                     self._completed.append((t.index, dict(t.values)))
+                    self._fidelity[t.index] = t.fidelity
                     if self._stopper is not None:
                         self._stopper.track(t.index, t.parameters)
                         wanted = self._stopper.curve_metrics
@@ -484,9 +491,12 @@ class Orchestrator:
                 continue
             tdir = trial_dir(self.exp.work_dir, cand.index)
             rec = self.store.add_trial(
-                self.exp.id, cand.index, cand.parameters, cand.method, job_name(self.exp.name, cand.index), tdir
+                self.exp.id, cand.index, cand.parameters, cand.method, job_name(self.exp.name, cand.index), tdir,
+                fidelity=trial_fidelity(self.spec, cand.parameters), promoted_from=cand.promoted_from,
             )
             failpoints.hit("after_record_candidate")
+            if cand.promoted_from is not None:
+                failpoints.hit("after_record_promotion")
             self._created += 1
             self._counts[TrialStatus.CANDIDATE.value] += 1
             self._ready.append(rec)
@@ -556,19 +566,13 @@ class Orchestrator:
             return None
         return f"the work directory {self.exp.work_dir} is full ({free / 2**20:.1f} MiB free, no space left on device)"
 
-    def _request(self, t: TrialRecord) -> JobRequest:
-        """The trial's job, under the name it was recorded with (an experiment
-        renamed after the trial was proposed keeps finding its job)."""
-        request = build_request(self.spec, self.exp.name, self.exp.work_dir, t.index, t.parameters)
-        return dataclasses.replace(request, name=t.job_name) if t.job_name else request
-
     def _dispatch(self) -> None:
         while self._ready and len(self._running) < self.spec.budget.parallelism:
             full = self._disk_full()
             if full is not None:  # every trial would fail: stop, candidates stay recorded for resume
                 raise _Stop(f"{full}; free space, then `nasctl resume {self.exp.name}`", cancel=False)
             rec = self._ready[0]
-            request = self._request(rec)
+            request = self._request(rec, note=rec.index not in self._waiting)
             try:
                 placed = self._place(rec, request)
             except SpecError as e:  # a component asking for more GPUs than there are
@@ -602,6 +606,29 @@ class Orchestrator:
             self._running[rec.index] = _Running(rec, job, TensorBoardReader(tb), MetricSummary(), _epoch(rec))
             if self._stopper is not None:
                 self._stopper.track(rec.index, rec.parameters)
+
+    def _request(self, rec: TrialRecord, note: bool = False) -> JobRequest:
+        """The job for a recorded trial, under the name it was recorded with (an
+        experiment renamed after the trial was proposed keeps finding its job).
+        A promotion continues from the checkpoint the trial it was promoted from
+        left, where there is one; otherwise it trains from scratch to its
+        fidelity (said in an event when `note`)."""
+        resume = None
+        if rec.promoted_from is not None:
+            try:
+                source = self.store.get_trial(self.exp.id, rec.promoted_from)
+            except NotFoundError:
+                source = None
+            src_dir = (source.log_dir if source is not None else None) or trial_dir(self.exp.work_dir,
+                                                                                    rec.promoted_from)
+            resume = checkpoint_of(src_dir)
+            if resume is None and note:
+                self.store.add_event(self.exp.id, "promotion",
+                                     f"trial {rec.index} trains from scratch: trial {rec.promoted_from} "
+                                     f"left no checkpoint in {src_dir}", trial_index=rec.index)
+        request = build_request(self.spec, self.exp.name, self.exp.work_dir, rec.index, rec.parameters,
+                                resume_from=resume)
+        return dataclasses.replace(request, name=rec.job_name) if rec.job_name else request
 
     def _place(self, rec: TrialRecord, request: JobRequest) -> tuple[JobRequest, list[str] | None] | None:
         """Lease devices for a trial that asks for GPUs on a runner that places them
@@ -794,6 +821,7 @@ class Orchestrator:
             if rec.started_at is not None:
                 self._durations.append(time.time() - _epoch(rec))
             self._completed.append((rec.index, values))
+            self._fidelity[rec.index] = rec.fidelity
             self._note(f"trial {rec.index} completed: " + _fmt_values(values, self.spec.objectives))
         elif status == TrialStatus.FAILED:
             self.gen.fail(rec.index, reason)
@@ -822,7 +850,11 @@ class Orchestrator:
             self._finish(rec, TrialStatus.ABANDONED, reason=why)
 
     def _update_front(self) -> None:
-        res = compute_front(self._completed, self.spec.objectives, self.spec.parsed_constraints)
+        done = self._completed
+        fid = self.spec.optimizer.fidelity
+        if fid is not None:  # the top rung only, unless the spec says otherwise
+            done = [(i, v) for i, v in done if fid.in_front(self._fidelity.get(i))]
+        res = compute_front(done, self.spec.objectives, self.spec.parsed_constraints)
         self._front, self._hv = res.indices, res.hypervolume
 
     def _note(self, msg: str) -> None:

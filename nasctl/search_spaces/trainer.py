@@ -287,13 +287,17 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
         num_sanity_val_steps=0,
         log_every_n_steps=1,
     )
+    resume = resume_checkpoint()
+    info.update(resumed_from=resume)
     t1 = time.perf_counter()
     trainer.fit(
         model,
         DataLoader(train, batch_size=args.batch_size, shuffle=True),
         DataLoader(val, batch_size=512),
+        ckpt_path=resume,
     )
     train_seconds = time.perf_counter() - t1
+    save_checkpoint(trainer)
 
     device = next(model.parameters()).device
     model.eval()
@@ -318,6 +322,33 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
         flush=True,
     )
     return 0
+
+
+def resume_checkpoint() -> str | None:
+    """The checkpoint a promoted trial continues from (`NASCTL_RESUME_FROM`), None to start afresh.
+
+    A named checkpoint that does not exist is an error (exit 2): nasctl only
+    names checkpoints it found, so a missing one means the trial folder was
+    changed under it."""
+    path = os.environ.get("NASCTL_RESUME_FROM") or None
+    if path is not None and not os.path.isfile(path):
+        raise BadInputError(f"NASCTL_RESUME_FROM names {path}, which does not exist",
+                            "unset NASCTL_RESUME_FROM to train from scratch")
+    return path
+
+
+def save_checkpoint(trainer: Any) -> str | None:
+    """Save a Lightning checkpoint (model, optimizer, epoch) as NASCTL_CHECKPOINT_DIR/last.ckpt,
+    atomically, when nasctl asked for one (multi-fidelity search); returns its path."""
+    folder = os.environ.get("NASCTL_CHECKPOINT_DIR")
+    if not folder:
+        return None
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "last.ckpt")
+    tmp = path + ".tmp"
+    trainer.save_checkpoint(tmp)
+    os.replace(tmp, path)
+    return path
 
 
 def exit_process(code: int) -> NoReturn:

@@ -45,6 +45,8 @@ class TrialRow(Base):
     __table_args__ = (
         UniqueConstraint("experiment_id", "index"),
         Index(None, "experiment_id", "status"),
+        # a trial is promoted at most once (NULL, a new configuration, may repeat)
+        UniqueConstraint("experiment_id", "promoted_from"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -70,6 +72,10 @@ class TrialRow(Base):
     # candidate has been waiting for free ones (revision 0004_device_leases)
     devices: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     device_wait_since: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    # multi-fidelity search (revision 0007_multifidelity): the fidelity the trial
+    # trains to and the trial index it continues when it is a promotion
+    fidelity: Mapped[float | None] = mapped_column(Float, nullable=True)
+    promoted_from: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class ObservationRow(Base):

@@ -207,6 +207,13 @@ def log_scale_metrics_many(store: Store, experiment_ids: Iterable[int]) -> dict[
     return out
 
 
+def trial_fidelities(store: Store, experiment_id: int) -> dict[int, float | None]:
+    """Each trial's fidelity (multi-fidelity search; None elsewhere), by trial index."""
+    q = select(TrialRow.index, TrialRow.fidelity).where(TrialRow.experiment_id == experiment_id)
+    with store._session() as s:  # noqa: SLF001
+        return {int(i): (None if f is None else float(f)) for i, f in s.execute(q)}
+
+
 @retrying
 def trial_parameters(store: Store, experiment_id: int, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
     """Parameters of the given trials, by trial index (missing indices are left out)."""

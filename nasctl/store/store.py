@@ -566,8 +566,15 @@ class Store:
         generation_method: str,
         job_name: str,
         log_dir: str,
+        *,
+        fidelity: float | None = None,
+        promoted_from: int | None = None,
     ) -> TrialRecord:
-        """Record a CANDIDATE trial (write-ahead: before it is submitted)."""
+        """Record a CANDIDATE trial (write-ahead: before it is submitted).
+
+        A promotion (`promoted_from` set) is recorded here too, so a crash after
+        this commit never promotes the same trial again; the database refuses a
+        second promotion of one trial (unique on experiment and promoted_from)."""
         now = utcnow()
         values: dict[str, Any] = {
             "experiment_id": experiment_id,
@@ -581,6 +588,8 @@ class Store:
             "reader_state": {},
             "values": {},
             "created_at": now,
+            "fidelity": fidelity,
+            "promoted_from": promoted_from,
         }
         try:
             with self._transaction() as c:
@@ -588,7 +597,8 @@ class Store:
                 assert key is not None
                 c.execute(_INSERT_EVENT, {
                     "experiment_id": experiment_id, "trial_index": index, "time": now, "kind": "candidate",
-                    "message": f"trial {index} proposed by {generation_method}",
+                    "message": f"trial {index} proposed by {generation_method}" if promoted_from is None
+                    else f"trial {promoted_from} promoted to {fidelity:g} as trial {index}",
                 })
             return _trial_from({**values, "id": key[0]})
         except IntegrityError:
@@ -847,6 +857,8 @@ def _trial_from(m: Mapping[str, Any]) -> TrialRecord:
         info=dict(m["info"]) if m.get("info") is not None else None,
         devices=list(m["devices"]) if m.get("devices") is not None else None,
         device_wait_since=m.get("device_wait_since"),
+        fidelity=m.get("fidelity"),
+        promoted_from=m.get("promoted_from"),
     )
 
 

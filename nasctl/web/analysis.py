@@ -97,6 +97,10 @@ def analyze(
     for _, st, _ in rows:
         counts[st] = counts.get(st, 0) + 1
     done = [(i, v) for i, st, v in rows if st == TrialStatus.COMPLETED.value]
+    fid = spec.optimizer.fidelity
+    if fid is not None and fid.front == "top":  # multi-fidelity: the front is made of top-rung results
+        fidelities = queries.trial_fidelities(store, experiment.id)
+        done = [(i, v) for i, v in done if fid.in_front(fidelities.get(i))]
     front = compute_front(done, spec.objectives, spec.parsed_constraints)
     stopped = [i for i, st, _ in rows if st == TrialStatus.EARLY_STOPPED.value]
     saved = 0.0

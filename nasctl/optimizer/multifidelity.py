@@ -1,0 +1,154 @@
+"""Multi-fidelity search: asynchronous successive halving with Bayesian proposals.
+
+`MultiFidelityOptimizer` is the `AxOptimizer` for specs with
+`optimizer.fidelity`. Each request for n candidates is served slot by slot:
+
+1. a promotion, if `promotion.choose_promotion` finds a trial in the top 1/eta
+   of its rung (multi-objective rank) that was not promoted before: the same
+   configuration at the next rung, continuing that trial (`promoted_from`);
+2. otherwise a new configuration from Ax, started at the lowest rung.
+
+The model sees every trial at every rung. The fidelity parameter is one more
+input of the Ax search space (a range on the log scale), so the GP fits all
+results with fidelity as a feature and shares what lower rungs say about a
+region with the prediction at the top rung. New configurations are chosen with
+the fidelity held at `propose_at` (default: `max`, so qLogNEHVI scores each
+candidate by its predicted top-rung outcome, the quantity the front is made of)
+and then launched at the lowest rung: the trial the Ax experiment records is
+the configuration at `min`, which is what it will be trained to first.
+
+Promotions happen on the generator thread, in the order of everything else
+the optimizer does, so Ax's trial indices stay equal to the store's. A
+promotion is recorded by the loop before its job starts (see the store's
+`add_trial`); on resume, the stored `promoted_from` of every trial is given back
+to `restore`, so nothing is promoted twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from nasctl.optimizer.ax_optimizer import AxOptimizer, Candidate, RestoredTrial
+from nasctl.optimizer.promotion import RungResult, choose_promotion
+from nasctl.spec import ExperimentSpec, FidelitySpec
+from nasctl.types import ParamValue
+
+PROMOTION = "promotion"
+"""The generation method recorded for a promoted trial."""
+
+
+class MultiFidelityOptimizer(AxOptimizer):
+    """An `AxOptimizer` that also promotes trials rung by rung (see the module docstring).
+
+    Args:
+        spec: a spec with `optimizer.fidelity`.
+        propose_at: the fidelity new configurations are scored at: `max` (the
+            top rung) or `min` (the rung they start at).
+    """
+
+    def __init__(self, spec: ExperimentSpec, propose_at: Literal["max", "min"] = "max") -> None:
+        assert spec.optimizer.fidelity is not None, "MultiFidelityOptimizer needs optimizer.fidelity"
+        self.fidelity: FidelitySpec = spec.optimizer.fidelity
+        self.propose_at = propose_at
+        self._configs: dict[int, dict[str, ParamValue]] = {}  # trial index -> its configuration
+        self._rung: dict[int, int] = {}  # trial index -> the rung it trains to
+        self._results: dict[int, Mapping[str, float]] = {}  # completed trials' values
+        self._promoted: set[int] = set()  # trials already promoted
+        # No quasi-random fast path: its draws would bypass `_trial_run` (every
+        # new configuration starts at the lowest rung) and promotions attach
+        # trials to Ax between them.
+        super().__init__(spec, fast_start=False)
+
+    # --- the Ax experiment carries the fidelity as a parameter ------------------
+    def _parameter_configs(self) -> list[Any]:
+        from ax.api.configs import RangeParameterConfig
+
+        fid = self.fidelity
+        return [*super()._parameter_configs(), RangeParameterConfig(
+            name=fid.parameter, bounds=(fid.min, fid.max),
+            parameter_type="int" if fid.integer else "float", scaling="log")]
+
+    def _fixed_features(self) -> Any:
+        from ax.core.observation import ObservationFeatures
+
+        fid = self.fidelity
+        return ObservationFeatures(parameters={fid.parameter: fid.max if self.propose_at == "max" else fid.min})
+
+    def _trial_run(self, run: Any) -> Any:
+        """A new configuration at the lowest rung (the proposal may hold the fidelity it was scored at).
+
+        A configuration tried before (at any rung) is never started again: it
+        goes on by promotion only. Scored at the top rung, the model can still
+        see improvement at a configuration observed only at a low one, and
+        would propose it again; the farthest quasi-random point replaces it
+        (`novelty`, as for repeats while nothing is feasible)."""
+        from ax.core.arm import Arm
+        from ax.core.generator_run import GeneratorRun
+
+        earlier = list(self._configs.values())
+        config = {k: v for k, v in run.arms[0].parameters.items() if k in self.spec.tunable}
+        if earlier and self.guard.repeats(config, earlier):
+            run = self._explore_run(earlier)
+        params = {**run.arms[0].parameters, self.fidelity.parameter: self.fidelity.rungs[0]}
+        if params == run.arms[0].parameters:
+            return run
+        return GeneratorRun(arms=[Arm(parameters=params)],
+                            generation_node_name=run._generation_node_name)  # noqa: SLF001 - kept for `_method`
+
+    # --- bookkeeping ------------------------------------------------------------
+    def _track(self, index: int, parameters: Mapping[str, ParamValue], promoted_from: int | None) -> None:
+        fid = self.fidelity
+        self._configs[index] = {k: v for k, v in parameters.items() if k in self.spec.tunable}
+        rung = fid.rung_of(float(parameters[fid.parameter]))  # type: ignore[arg-type]
+        self._rung[index] = 0 if rung is None else rung
+        if promoted_from is not None:
+            self._promoted.add(promoted_from)
+
+    def attach(self, parameters: Mapping[str, ParamValue]) -> int:
+        """Add a stored trial (on resume), its fidelity included."""
+        keep = {k: v for k, v in parameters.items() if k in self.spec.tunable or k == self.fidelity.parameter}
+        index = self.client.attach_trial(parameters=keep)
+        self._track(index, keep, None)
+        return int(index)
+
+    def restore(self, trials: Sequence[RestoredTrial]) -> None:
+        super().restore(trials)
+        for t in trials:
+            if t.promoted_from is not None:
+                self._promoted.add(t.promoted_from)
+
+    def complete(self, index: int, values: Mapping[str, float]) -> None:
+        super().complete(index, values)
+        self._results[index] = dict(values)
+
+    # --- proposing ----------------------------------------------------------------
+    def next_promotion(self) -> int | None:
+        """The trial to promote now, or None (see `promotion.choose_promotion`)."""
+        results = [RungResult(i, self._rung[i], v) for i, v in self._results.items() if i in self._rung]
+        chosen = choose_promotion(results, self._promoted, len(self.fidelity.rungs), self.fidelity.eta,
+                                  self.spec.objectives, self.spec.parsed_constraints)
+        return None if chosen is None else chosen.index
+
+    def promote(self, source: int) -> Candidate:
+        """The configuration of trial `source` at the next rung, as a new (pending) trial."""
+        fid = self.fidelity
+        params: dict[str, ParamValue] = {**self._configs[source], fid.parameter: fid.rungs[self._rung[source] + 1]}
+        index = self.client.attach_trial(parameters=params)
+        self._track(index, params, source)
+        return Candidate(int(index), params, PROMOTION, promoted_from=source)
+
+    def generate(self, n: int) -> list[Candidate]:
+        """Up to `n` candidates: promotions first, then new configurations at the lowest rung."""
+        out: list[Candidate] = []
+        while len(out) < n:
+            source = self.next_promotion()
+            if source is None:
+                break
+            out.append(self.promote(source))
+        if len(out) < n:
+            new = super().generate(n - len(out))
+            for c in new:
+                self._track(c.index, c.parameters, None)
+            out += new
+        return out

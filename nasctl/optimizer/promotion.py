@@ -1,0 +1,117 @@
+"""Asynchronous multi-objective successive halving: which trial to promote next.
+
+Rungs are the fidelities `optimizer.fidelity` allows (`FidelitySpec.rungs`:
+min, min*eta, min*eta^2, ..., max). Every new configuration starts at rung 0.
+Whenever a slot frees, the optimizer asks `choose_promotion`: from the highest
+rung below the top down to rung 0, a completed trial at rung k is promoted to
+rung k+1 if it ranks in the top floor(n_k / eta) of the n_k trials completed at
+rung k and was not promoted before. Nothing waits for a rung to fill (as in
+ASHA): a rung with n_k < eta completed trials promotes nobody yet, and a trial
+that ranked in the top share early may be promoted before later trials at its
+rung would have out-ranked it, which is the price of never idling a worker.
+
+The ranking is multi-objective, on the objectives only (each trial's values at
+the rung it trained to):
+
+1. trials that meet the outcome constraints (`constraints:` in the spec) come
+   before those that do not, which are ordered by how far they miss;
+   objective thresholds are not used here: at a low rung accuracy thresholds
+   meant for the full training are rarely met, and they would not rank anything;
+2. then by non-dominated sorting rank (moocore's `pareto_rank`);
+3. within one front, by exclusive hypervolume contribution (larger first),
+   measured on objectives scaled to [0, 1] across the rung, with the reference
+   point 0.1 beyond the worst value of each; a trial sharing its point with
+   another contributes nothing alone, and those ties go to the earlier trial.
+
+This module is pure (numpy and moocore), so the rule is tested on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nasctl.spec import Constraint, Objective
+
+
+@dataclass(frozen=True)
+class RungResult:
+    """A completed trial at one rung."""
+
+    index: int  # the trial index
+    rung: int
+    values: Mapping[str, float]
+
+
+def violation(values: Mapping[str, float], constraints: Sequence[Constraint]) -> float:
+    """How far `values` miss the outcome constraints, each relative to its bound (0: all met)."""
+    total = 0.0
+    for c in constraints:
+        v = values.get(c.metric)
+        if v is None:
+            total += 1.0
+            continue
+        miss = v - c.bound if c.op == "<=" else c.bound - v
+        if miss > 0:
+            total += miss / max(abs(c.bound), 1e-12)
+    return total
+
+
+def rank_order(results: Sequence[RungResult], objectives: Mapping[str, Objective],
+               constraints: Sequence[Constraint] = ()) -> list[RungResult]:
+    """`results` best first by the rule in the module docstring."""
+    if not results:
+        return []
+    import moocore
+
+    names = list(objectives)
+    # minimisation throughout; a missing objective is the worst possible value
+    y = np.array([[(-1.0 if objectives[m].maximize else 1.0) * r.values.get(m, np.nan) for m in names]
+                  for r in results], dtype=float)
+    worst = np.nanmax(np.where(np.isfinite(y), y, np.nan), axis=0)
+    worst = np.where(np.isfinite(worst), worst, 0.0)
+    y = np.where(np.isfinite(y), y, worst + 1.0)
+    lo, hi = y.min(axis=0), y.max(axis=0)
+    z = (y - lo) / np.where(hi > lo, hi - lo, 1.0)
+    miss = np.array([violation(r.values, constraints) for r in results])
+    key_rank = np.zeros(len(results))
+    key_contrib = np.zeros(len(results))
+    for feasible in (True, False):
+        group = np.flatnonzero((miss == 0) == feasible)
+        if group.size == 0:
+            continue
+        ranks = np.asarray(moocore.pareto_rank(z[group]))
+        key_rank[group] = ranks
+        for r in np.unique(ranks):
+            members = group[ranks == r]
+            if members.size == 1:
+                key_contrib[members] = np.inf
+                continue
+            key_contrib[members] = moocore.hv_contributions(z[members], ref=np.full(z.shape[1], 1.1))
+    order = sorted(range(len(results)), key=lambda i: (
+        miss[i] > 0, miss[i], key_rank[i], -key_contrib[i], results[i].index))
+    return [results[i] for i in order]
+
+
+def choose_promotion(results: Sequence[RungResult], promoted: set[int], n_rungs: int, eta: int,
+                     objectives: Mapping[str, Objective],
+                     constraints: Sequence[Constraint] = ()) -> RungResult | None:
+    """The trial to promote now (to its rung + 1), or None: a new configuration should start.
+
+    Args:
+        results: every completed trial with the rung it trained to.
+        promoted: indices of trials already promoted (never promoted again).
+        n_rungs: how many rungs there are; trials at the top rung are never promoted.
+        eta: the reduction factor: the top 1/eta of a rung may go on.
+    """
+    for k in range(n_rungs - 2, -1, -1):
+        at_k = [r for r in results if r.rung == k]
+        top = len(at_k) // eta
+        if top == 0:
+            continue
+        for r in rank_order(at_k, objectives, constraints)[:top]:
+            if r.index not in promoted:
+                return r
+    return None

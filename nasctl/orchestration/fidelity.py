@@ -1,0 +1,67 @@
+"""Multi-fidelity trials as jobs: checkpoints, resuming, and which results make the front.
+
+The script contract for `optimizer.fidelity` (docs/multifidelity.md):
+
+- the fidelity parameter (say `--epochs 9`) is passed like any other parameter:
+  it is the fidelity the trial must reach, counted from the start of training;
+- `NASCTL_CHECKPOINT_DIR` names a folder the trial should save a checkpoint
+  to when it ends (`last.ckpt` there for the built-in trainer);
+- for a promotion, `NASCTL_RESUME_FROM` names the checkpoint the promoted
+  trial left; the script loads it and trains on from there to the new
+  fidelity. Without that variable (a script that saved nothing, a lost file)
+  the trial trains from scratch to the new fidelity, which is always correct,
+  only slower.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+from nasctl.spec import ExperimentSpec
+from nasctl.types import ParamValue, TrialRecord
+
+CHECKPOINT_DIR_ENV = "NASCTL_CHECKPOINT_DIR"
+RESUME_ENV = "NASCTL_RESUME_FROM"
+CHECKPOINT_FILE = "last.ckpt"
+"""The file the built-in trainer writes in NASCTL_CHECKPOINT_DIR (what promotions look for)."""
+
+
+def checkpoint_dir(trial_dir: str) -> str:
+    """Where a trial saves its checkpoint."""
+    return os.path.join(trial_dir, "checkpoints")
+
+
+def checkpoint_of(trial_dir: str) -> str | None:
+    """The checkpoint a finished trial left in its folder, None if there is none."""
+    path = os.path.join(checkpoint_dir(trial_dir), CHECKPOINT_FILE)
+    return path if os.path.isfile(path) else None
+
+
+def fidelity_env(spec: ExperimentSpec, trial_dir: str, resume_from: str | None) -> dict[str, str]:
+    """The environment a trial of a multi-fidelity spec gets (nothing without `optimizer.fidelity`)."""
+    if spec.optimizer.fidelity is None:
+        return {}
+    env = {CHECKPOINT_DIR_ENV: checkpoint_dir(trial_dir)}
+    if resume_from:
+        env[RESUME_ENV] = resume_from
+    return env
+
+
+def trial_fidelity(spec: ExperimentSpec, parameters: Mapping[str, ParamValue]) -> float | None:
+    """The fidelity a trial with these parameters trains to (None without `optimizer.fidelity`)."""
+    fid = spec.optimizer.fidelity
+    if fid is None or fid.parameter not in parameters:
+        return None
+    return float(parameters[fid.parameter])  # type: ignore[arg-type]
+
+
+def front_trials(spec: ExperimentSpec, trials: Iterable[TrialRecord]) -> list[tuple[int, dict[str, float]]]:
+    """(index, values) of the completed trials the Pareto front and hypervolume use:
+    all of them without `optimizer.fidelity`; with it, those trained to the top
+    fidelity unless `optimizer.fidelity.front: all`."""
+    from nasctl.types import TrialStatus
+
+    fid = spec.optimizer.fidelity
+    return [(t.index, dict(t.values)) for t in trials
+            if t.status == TrialStatus.COMPLETED and (fid is None or fid.in_front(t.fidelity))]

@@ -1,0 +1,84 @@
+"""MultiFidelityOptimizer (nasctl/optimizer/multifidelity.py) on a cheap analytic
+problem, in process: promotions before new configurations, Ax indices equal to
+the store's, new configurations at the lowest rung and never repeated, and a
+rebuilt optimizer that never promotes a trial twice."""
+
+from __future__ import annotations
+
+import math
+
+from nasctl.optimizer.ax_optimizer import RestoredTrial
+from nasctl.optimizer.multifidelity import PROMOTION, MultiFidelityOptimizer
+from nasctl.spec import parse_spec
+
+SPEC = """
+name: mfo
+search_space:
+  x: {type: float, low: 0, high: 1}
+  z: {type: float, low: 0, high: 1}
+objectives:
+  err: {goal: minimize}
+  size: {goal: minimize}
+budget: {max_trials: 40, parallelism: 2}
+trial: {script: train.py}
+optimizer: {initial_trials: 4, seed: 1, fidelity: {parameter: epochs, min: 1, max: 9, eta: 3}}
+"""
+
+
+def evaluate(p: dict) -> dict[str, float]:
+    e = float(p["epochs"])
+    return {"err": (p["x"] - 0.3) ** 2 + 0.2 * p["z"] + 0.5 / e, "size": (1 - p["x"]) + 0.1 * p["z"]}
+
+
+def test_promotions_come_first_and_indices_stay_aligned() -> None:
+    spec = parse_spec(SPEC)
+    opt = MultiFidelityOptimizer(spec)
+    history = []
+    for step in range(14):
+        (c,) = opt.generate(1)
+        assert c.index == step  # Ax's index is the store's
+        history.append(c)
+        opt.complete(c.index, evaluate(c.parameters))
+    promotions = [c for c in history if c.method == PROMOTION]
+    new = [c for c in history if c.method != PROMOTION]
+    assert all(c.parameters["epochs"] == 1 and c.promoted_from is None for c in new)
+    assert promotions and len({c.promoted_from for c in promotions}) == len(promotions)
+    by_index = {c.index: c for c in history}
+    for c in promotions:
+        src = by_index[c.promoted_from]
+        assert {k: c.parameters[k] for k in ("x", "z")} == {k: src.parameters[k] for k in ("x", "z")}
+        assert c.parameters["epochs"] == {1: 3, 3: 9}[src.parameters["epochs"]]
+    # the first promotion came as soon as rung 0 held eta (3) results: no waiting for a full rung
+    first = promotions[0]
+    assert sum(1 for c in history[: first.index] if c.parameters["epochs"] == 1) >= 3
+    assert first.index <= 4
+    # no configuration was started twice
+    configs = [(round(c.parameters["x"], 6), round(c.parameters["z"], 6)) for c in new]
+    assert len(set(configs)) == len(configs)
+
+
+def test_a_rebuilt_optimizer_never_promotes_a_recorded_promotion_again() -> None:
+    spec = parse_spec(SPEC)
+    opt = MultiFidelityOptimizer(spec)
+    stored = []
+    for _ in range(6):
+        (c,) = opt.generate(1)
+        stored.append(c)
+        if len(stored) < 6:
+            opt.complete(c.index, evaluate(c.parameters))
+    last = stored[-1]
+    assert any(c.promoted_from is not None for c in stored)
+    # resume: the last one (maybe a promotion) was recorded but never ran
+    restored = [RestoredTrial(c.index, c.parameters, "COMPLETED" if c is not last else "CANDIDATE", c.method,
+                              evaluate(c.parameters) if c is not last else {}, None, c.promoted_from)
+                for c in stored]
+    again = MultiFidelityOptimizer(spec)
+    again.restore(restored)
+    already = {c.promoted_from for c in stored if c.promoted_from is not None}
+    more = again.generate(4)
+    assert [c.index for c in more] == list(range(6, 10))
+    for c in more:
+        assert c.promoted_from not in already
+        if c.promoted_from is not None:
+            already.add(c.promoted_from)
+    assert all(math.isfinite(float(c.parameters["epochs"])) for c in more)

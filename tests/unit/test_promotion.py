@@ -1,0 +1,154 @@
+"""The multi-fidelity spec keys and the promotion rule (nasctl/optimizer/promotion.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from nasctl.errors import SpecError
+from nasctl.optimizer.promotion import RungResult, choose_promotion, rank_order
+from nasctl.spec import FidelitySpec, Objective, parse_constraint, parse_spec
+
+OBJ = {"acc": Objective(goal="maximize"), "size": Objective(goal="minimize")}
+
+SPEC = """
+name: mf
+search_space:
+  x: {{type: float, low: 0, high: 1}}
+  {extra}
+objectives:
+  y: {{goal: minimize}}
+  z: {{goal: minimize}}
+budget: {{max_trials: 10}}
+trial: {{script: train.py}}
+optimizer: {{fidelity: {fidelity}}}
+{tail}
+"""
+
+
+def spec_text(fidelity: str, extra: str = "", tail: str = "") -> str:
+    return SPEC.format(fidelity=fidelity, extra=extra, tail=tail)
+
+
+# --- rung arithmetic -----------------------------------------------------------------
+@pytest.mark.parametrize(("lo", "hi", "eta", "rungs"), [
+    (1, 27, 3, (1, 3, 9, 27)),
+    (1, 20, 3, (1, 3, 9, 20)),     # max need not be min * eta^k: it is the top rung
+    (1, 9, 2, (1, 2, 4, 8, 9)),
+    (2, 3, 3, (2, 3)),
+    (0.5, 4.0, 2, (0.5, 1.0, 2.0, 4.0)),
+])
+def test_rungs(lo: float, hi: float, eta: int, rungs: tuple[float, ...]) -> None:
+    fid = FidelitySpec(min=lo, max=hi, eta=eta)
+    assert fid.rungs == rungs
+    assert [fid.rung_of(r) for r in rungs] == list(range(len(rungs)))
+    assert fid.rung_of(hi + 1) is None
+    assert fid.in_front(hi) and not fid.in_front(lo) and not fid.in_front(None)
+    assert FidelitySpec(min=lo, max=hi, eta=eta, front="all").in_front(lo)
+
+
+def test_spec_accepts_fidelity_and_passes_it_to_the_trial() -> None:
+    spec = parse_spec(spec_text("{parameter: epochs, min: 1, max: 27, eta: 3}"))
+    fid = spec.optimizer.fidelity
+    assert fid is not None and fid.parameter == "epochs" and fid.rungs == (1, 3, 9, 27)
+    assert "epochs" not in spec.tunable
+    assert spec.active_parameters({"x": 0.5, "epochs": 9}) == {"x": 0.5, "epochs": 9}
+
+
+@pytest.mark.parametrize(("fidelity", "extra", "tail", "message"), [
+    ("{parameter: x, min: 1, max: 9}", "", "", "'x' is also in search_space; remove it there"),
+    ("{min: 9, max: 9}", "", "", "min (9) must be below max (9)"),
+    ("{min: 1, max: 9, eta: 1}", "", "", "eta (1) must be >= 2"),
+    ("{min: 0, max: 9}", "", "", "greater than 0"),
+    ("{min: 1, max: 9, front: best}", "", "", "optimizer.fidelity.front"),
+    ("{min: 1, max: 9}", "", "early_stopping: {min_completed: 3}",
+     "early_stopping and optimizer.fidelity cannot be combined"),
+    ("{min: 1, max: 9}", "", "", None),
+])
+def test_spec_errors_are_one_line(fidelity: str, extra: str, tail: str, message: str | None) -> None:
+    text = spec_text(fidelity, extra, tail)
+    if message is None:
+        parse_spec(text)
+        return
+    with pytest.raises(SpecError) as e:
+        parse_spec(text)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+# --- the multi-objective ranking ---------------------------------------------------------
+def rr(index: int, acc: float, size: float, rung: int = 0, **more: float) -> RungResult:
+    return RungResult(index, rung, {"acc": acc, "size": size, **more})
+
+
+def test_rank_puts_the_front_first_then_by_hypervolume_contribution() -> None:
+    results = [
+        rr(0, 0.50, 50),   # dominated by 1
+        rr(1, 0.60, 40),   # front
+        rr(2, 0.90, 90),   # front, extreme
+        rr(3, 0.70, 60),   # front, middle
+        rr(4, 0.40, 95),   # dominated by everything
+        rr(5, 0.70, 60.5),  # dominated by 3 only (second front)
+    ]
+    order = [r.index for r in rank_order(results, OBJ)]
+    assert set(order[:3]) == {1, 2, 3}
+    assert order.index(0) < order.index(4) and order.index(5) < order.index(4)
+    assert order[-1] == 4
+
+
+def test_hypervolume_contribution_breaks_ties_within_a_front() -> None:
+    # three front points; the middle one (2) covers a large area alone, 3 sits close to 1
+    results = [rr(1, 0.50, 10), rr(2, 0.80, 40), rr(3, 0.51, 10.5), rr(4, 0.95, 100)]
+    order = [r.index for r in rank_order(results, OBJ)]
+    assert order.index(2) < order.index(3)
+
+
+def test_infeasible_results_rank_last_by_how_far_they_miss() -> None:
+    cons = [parse_constraint("latency <= 5")]
+    results = [rr(0, 0.99, 1, latency=9), rr(1, 0.5, 50, latency=1), rr(2, 0.98, 2, latency=6)]
+    assert [r.index for r in rank_order(results, OBJ, cons)] == [1, 2, 0]
+
+
+def test_single_objective_is_a_plain_sort() -> None:
+    one = {"acc": Objective(goal="maximize")}
+    results = [RungResult(i, 0, {"acc": v}) for i, v in enumerate([0.3, 0.9, 0.1, 0.5])]
+    assert [r.index for r in rank_order(results, one)] == [1, 3, 0, 2]
+
+
+# --- asynchronous successive halving -------------------------------------------------------
+def test_nothing_is_promoted_before_a_rung_has_eta_results() -> None:
+    results = [rr(0, 0.9, 10), rr(1, 0.1, 90)]
+    assert choose_promotion(results, set(), n_rungs=3, eta=3, objectives=OBJ) is None
+
+
+def test_promotes_as_soon_as_the_top_share_exists_without_waiting_for_the_rung() -> None:
+    results = [rr(0, 0.5, 50), rr(1, 0.9, 10), rr(2, 0.1, 90)]
+    chosen = choose_promotion(results, set(), n_rungs=3, eta=3, objectives=OBJ)
+    assert chosen is not None and chosen.index == 1
+    # with 1 promoted already, 3 results allow no second promotion; a 6th result allows one more
+    assert choose_promotion(results, {1}, n_rungs=3, eta=3, objectives=OBJ) is None
+    more = [*results, rr(3, 0.3, 70), rr(4, 0.2, 80), rr(5, 0.85, 20)]
+    chosen = choose_promotion(more, {1}, n_rungs=3, eta=3, objectives=OBJ)
+    assert chosen is not None and chosen.index == 5
+
+
+def test_a_trial_promoted_once_is_never_chosen_again() -> None:
+    rng = random.Random(0)
+    results = [rr(i, rng.random(), rng.uniform(1, 100)) for i in range(30)]
+    promoted: set[int] = set()
+    while (c := choose_promotion(results, promoted, n_rungs=2, eta=3, objectives=OBJ)) is not None:
+        assert c.index not in promoted
+        promoted.add(c.index)
+    assert len(promoted) == 30 // 3
+    best = {r.index for r in rank_order(results, OBJ)[:10]}
+    assert promoted == best
+
+
+def test_higher_rungs_are_served_first_and_the_top_rung_never_promotes() -> None:
+    rung0 = [rr(i, 0.1 * i, 100 - i) for i in range(9)]
+    rung1 = [rr(10 + i, 0.5 + 0.1 * i, 50, rung=1) for i in range(3)]
+    top = [rr(20 + i, 0.9, 10, rung=2) for i in range(3)]
+    promoted = {i for i in range(9) if i >= 6}  # rung 0's top three went on already
+    chosen = choose_promotion([*rung0, *rung1, *top], promoted, n_rungs=3, eta=3, objectives=OBJ)
+    assert chosen is not None and chosen.rung == 1 and chosen.index == 12
+    assert choose_promotion(top * 3, set(), n_rungs=3, eta=3, objectives=OBJ) is None
