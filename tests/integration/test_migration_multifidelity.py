@@ -18,9 +18,9 @@ def test_0007_adds_fidelity_and_one_promotion_per_trial(db_url: str) -> None:
         return {str(c["name"]).lower() for c in inspect(engine).get_columns("trials")}
 
     try:
-        migrate.upgrade(engine, revision="0005_service")
+        migrate.upgrade(engine, revision="0006_notes")
         assert "fidelity" not in trial_columns()
-        with engine.begin() as c:  # rows as nasctl 0005 wrote them
+        with engine.begin() as c:  # rows as nasctl 0006 wrote them
             c.execute(text(
                 "INSERT INTO experiments (id, name, spec, status, work_dir, created_at, updated_at) "
                 "VALUES (1, 'old', '{}', 'STOPPED', '/x', '2026-11-22 00:00:00', '2026-11-22 00:00:00')"))
@@ -30,7 +30,7 @@ def test_0007_adds_fidelity_and_one_promotion_per_trial(db_url: str) -> None:
                     f"runner_metadata, reader_state, {q}values{q}, created_at) VALUES "
                     f"(1, {i}, '{{\"h\": 8}}', 'COMPLETED', 'Sobol', '{{}}', '{{}}', '{{}}', "
                     "'2026-11-22 00:00:00')"))
-        assert migrate.upgrade(engine) == ("0005_service", head_revision())
+        assert migrate.upgrade(engine) == ("0006_notes", head_revision())
         assert {"fidelity", "promoted_from"} <= trial_columns()
         store = Store(db_url)
         assert [(t.fidelity, t.promoted_from) for t in store.list_trials(1)] == [(None, None), (None, None)]
@@ -46,7 +46,7 @@ def test_0007_adds_fidelity_and_one_promotion_per_trial(db_url: str) -> None:
         cfg = migrate.alembic_config()
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
-            command.downgrade(cfg, "0005_service")
+            command.downgrade(cfg, "0006_notes")
         assert not {"fidelity", "promoted_from"} & trial_columns()
         assert "generation_method" in trial_columns()
     finally:

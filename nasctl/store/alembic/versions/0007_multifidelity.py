@@ -13,7 +13,7 @@ Existing trials keep NULL in both columns (they ran at one fidelity, with no
 promotion). Batch mode lets SQLite recreate the trials table.
 
 Revision ID: 0007_multifidelity
-Revises: 0005_service
+Revises: 0006_notes
 Create Date: 2026-11-25
 """
 
@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007_multifidelity"
-down_revision = "0005_service"
+down_revision = "0006_notes"
 branch_labels = None
 depends_on = None
 
