@@ -87,6 +87,8 @@ class Trial:
         log_dir: where its TensorBoard logs are.
         devices: the GPUs nasctl placed it on, if any.
         note: its note (markdown, from the dashboard), if it has one.
+        fidelity: with `optimizer.fidelity`, the value it trained to (else None).
+        promoted_from: with `optimizer.fidelity`, the trial it continued, if promoted.
     """
 
     index: int
@@ -102,6 +104,8 @@ class Trial:
     log_dir: str | None
     devices: list[str] | None
     note: str | None = None
+    fidelity: float | None = None
+    promoted_from: int | None = None
 
 
 class Experiment:
@@ -237,7 +241,8 @@ class Experiment:
         """One row per trial, indexed by trial number (`trial`), with columns
         `status`, `method`, `params.<name>` for every parameter, `metrics.<name>`
         for every metric (objectives and constrained metrics first), `pareto`,
-        `started_at`, `ended_at` (UTC), `duration_s`, `failure_reason` and `note`.
+        `started_at`, `ended_at` (UTC), `duration_s`, `failure_reason` and `note`;
+        with `optimizer.fidelity`, also `fidelity` and `promoted_from`.
         A value a trial does not have (an inactive conditional parameter, a
         metric of a failed trial, no note) is missing (NaN/None)."""
         import pandas as pd
@@ -262,10 +267,13 @@ class Experiment:
                 "duration_s": trial.duration_s,
                 "failure_reason": trial.failure_reason,
                 "note": trial.note,
+                "fidelity": trial.fidelity,
+                "promoted_from": trial.promoted_from,
             })
+        fid = ["fidelity", "promoted_from"] if spec.optimizer.fidelity is not None else []
         columns = ["trial", "status", "method", *(f"params.{p}" for p in pnames),
                    *(f"metrics.{m}" for m in mnames), "pareto", "started_at", "ended_at", "duration_s",
-                   "failure_reason", "note"]
+                   "failure_reason", "note", *fid]
         frame = pd.DataFrame(rows, columns=columns)
         for col in ("started_at", "ended_at"):
             frame[col] = pd.to_datetime(frame[col], utc=True)
@@ -581,6 +589,8 @@ def _trial(t: TrialRecord, spec: ExperimentSpec, front: set[int], notes: dict[in
         log_dir=t.log_dir,
         devices=list(t.devices) if t.devices else None,
         note=notes.get(t.index),
+        fidelity=t.fidelity,
+        promoted_from=t.promoted_from,
     )
 
 

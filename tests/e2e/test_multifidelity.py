@@ -188,3 +188,11 @@ def test_lightning_promotions_continue_from_checkpoints(tmp_path: Path) -> None:
     pareto = json.loads(run_cli("pareto", "mf-digits", "--db", db, "--json").stdout)
     assert sorted(front) == sorted(r["index"] for r in pareto["front"])
     assert front and all(by_index[i]["fidelity"] == 3 for i in front)
+    # the Python API carries the same records, and its Pareto flag follows the top-rung rule
+    import nasctl
+
+    frame = nasctl.load("mf-digits", db=db).trials_dataframe()
+    assert {(int(i), float(r["fidelity"]), None if r["promoted_from"] != r["promoted_from"] else int(r["promoted_from"]))
+            for i, r in frame.iterrows()} == {(t["index"], float(t["fidelity"]), t["promoted_from"]) for t in trials}
+    assert sorted(int(i) for i in frame.index[frame["pareto"]]) == sorted(front)
+    assert "fidelity,promoted_from" in csv_text.splitlines()[0] and "pareto" in csv_text.splitlines()[0]
