@@ -124,6 +124,9 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
         t.add_column(escape(p), justify="right")
     for m in mnames:
         t.add_column(escape(m), justify="right", style="bold")
+    promoted = any(r.get("promoted_from") is not None for r in rows)
+    if promoted:  # multi-fidelity: the trial a promotion continued (its fidelity is a parameter)
+        t.add_column("from", justify="right")
     placed = any(r.get("devices") for r in rows)
     if placed:
         t.add_column("devices")
@@ -137,6 +140,7 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
             escape(r["generation_method"]),
             *[_fmt(r["parameters"].get(p, "")) for p in pnames],
             *[_fmt(r["values"].get(m, "")) for m in mnames],
+            *([f"#{r['promoted_from']}" if r.get("promoted_from") is not None else ""] if promoted else []),
             *devices,
             f"{r['duration_s']:.1f}s" if r["duration_s"] is not None else "",
             escape(r["failure_reason"] or ""),

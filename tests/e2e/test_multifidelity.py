@@ -167,6 +167,13 @@ def test_lightning_promotions_continue_from_checkpoints(tmp_path: Path) -> None:
         detail = json.loads(run_cli("trials", "mf-digits", "--db", db, "--trial", str(t["index"]), "--json").stdout)
         steps = [step for step, _ in detail["curves"]["train_loss"]]
         assert min(steps) > s["info"]["final_step"], "the promoted trial trained from scratch"
+    # the table marks each promotion with the trial it continued
+    table = run_cli("trials", "mf-digits", "--db", db).stdout
+    header = next(line for line in table.splitlines() if " status " in line)
+    assert " from " in header, header
+    for t in promoted:
+        row = next(line for line in table.splitlines() if line.strip("│ ").startswith(f"{t['index']} "))
+        assert f"#{t['promoted_from']}" in row, row
     exported = json.loads(run_cli("export", "mf-digits", "--db", db, "--format", "json").stdout)
     assert {(t["index"], t["fidelity"], t["promoted_from"]) for t in exported["trials"]} == {
         (t["index"], t["fidelity"], t["promoted_from"]) for t in trials}
