@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -69,3 +70,10 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
         text=True,
         timeout=timeout,
     )
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -20,17 +20,11 @@ import pytest
 
 from nasctl.store import Store
 from nasctl.types import ExperimentStatus
-from tests.conftest import PG_ADMIN, _server_db, run_cli
+from tests.conftest import PG_ADMIN, _server_db, free_port, run_cli
 from tests.e2e.test_resume import check_results, write_spec
 
 pytestmark = pytest.mark.e2e
 TOKEN = "s3cret"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Service:

@@ -21,7 +21,8 @@ import pytest
 from nasctl.store import Store
 from nasctl.types import Observation, TrialStatus
 from tests.conftest import run_cli
-from tests.web.conftest import add_synthetic, free_port
+from tests.conftest import free_port
+from tests.web.conftest import add_synthetic
 
 
 def _one_line_error(proc: subprocess.CompletedProcess[str]) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store
 from nasctl.types import ExperimentRecord, Observation, TrialStatus
+from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "tiny_trial.py"
@@ -115,12 +115,6 @@ def add_synthetic(
                 t.id, TrialStatus.COMPLETED, {"acc": x, "size": 10 + 100 * x * x + rng.random(), "lat": 10 * rng.random()}
             )
     return exp
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)

@@ -301,7 +301,8 @@ def test_nasctl_web_on_loopback_refuses_a_foreign_host_header(tmp_path: Path) ->
 
     import httpx
 
-    from tests.web.conftest import env, free_port
+    from tests.conftest import free_port
+    from tests.web.conftest import env
 
     url = f"sqlite:///{tmp_path / 'h.db'}"
     add_synthetic(Store(url, create=True), "h", 2)
