@@ -53,8 +53,11 @@ services:
 	@[ -x /usr/bin/chromium ] || { apt-get update -qq && apt-get install -y -qq chromium; }
 	scripts/slurm-local.sh up
 
+# Two pytest-xdist workers (most tests wait on trial processes, not the CPU), then
+# the tests marked `serial`, which restart a service the others use.
 test: install-test services
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not serial"
+	$(PY) -m pytest -m serial
 
 # On a machine with NVIDIA GPUs: the GPU tests (skipped elsewhere), then a small
 # real NAS per precision with a table of latency, accuracy, memory and throughput.

@@ -77,3 +77,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# Parallel runs (`make test` uses pytest-xdist with `--dist loadgroup`): tests that
+# share a session-scoped fixture with state (the dashboard's real experiment and
+# server), or a resource with room for one test at a time (the local Slurm
+# cluster's two nodes), run in one worker, in file order. Tests that take a shared
+# service away from everyone (restarting PostgreSQL) are marked `serial`, and
+# `make test` runs them after the parallel part.
+_GROUPS = {"tests/web/": "web", "tests/e2e/test_slurm.py": "slurm", "tests/unit/test_runner_contract.py": "slurm"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        rel = item.path.relative_to(ROOT).as_posix()
+        for prefix, group in _GROUPS.items():
+            if rel.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))

@@ -78,6 +78,7 @@ def _restart_postgresql(down_seconds: float = 4.0) -> None:
         subprocess.run([*ctl, "start"], check=True, capture_output=True, timeout=120)
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 def test_run_survives_a_database_restart(tmp_path: Path, db_url: str) -> None:
     assert os.geteuid() == 0 and Path("/etc/postgresql").is_dir(), \
