@@ -104,7 +104,7 @@ class HypervolumeImprovement(qLogNoisyExpectedHypervolumeImprovement):  # type: 
             return
         # one batch per decomposition: the samples' partitionings wait for it
         self.p_class = BatchedNondominatedPartitioning  # type: ignore[assignment]
-        self.p_kwargs = {"batch": SampleBatch()}
+        self.p_kwargs = {"batch": SampleBatch()}  # type: ignore[dict-item]
         try:
             super()._set_cell_bounds(num_new_points)
         finally:

@@ -13,8 +13,15 @@ torch operations, and the 32 of one proposal cost 0.6 s of a 1.3 s proposal.
 with its two steps (the local-upper-bound update and the cell bounds) done by
 the NumPy functions below, which compute the same numbers in the same order:
 decompositions, acquisition values and proposals are unchanged (tests compare
-both bit for bit on random fronts). nasctl's qLogNEHVI subclass
-(`acquisition.HypervolumeImprovement`) uses it; BoTorch itself is untouched.
+both bit for bit on random fronts).
+
+`BatchedNondominatedPartitioning` goes further: BoTorch still builds one
+partitioning per sample (through the acquisition's `p_class` and
+`p_kwargs`), but they all wait for one `SampleBatch`, which runs the same
+steps for all samples at once (`decompose_fronts`), so one proposal makes
+~130 vectorised steps instead of ~130 per sample. nasctl's qLogNEHVI
+subclass (`acquisition.HypervolumeImprovement`) uses it ("batched-boxes"),
+or the per-sample class without that speed-up; BoTorch itself is untouched.
 """
 
 from __future__ import annotations
