@@ -209,3 +209,13 @@ def test_without_batching_each_sample_has_its_own(monkeypatch: pytest.MonkeyPatc
     a = acquisition.HypervolumeImprovement(model=model, ref_point=[-1.0] * 3, X_baseline=x)
     boxes = a.partitioning.box_decompositions
     assert not any(isinstance(p, boxdecomp.BatchedNondominatedPartitioning) for p in boxes)
+
+
+def test_the_ablation_can_switch_it_off() -> None:
+    """benchmarks/ablation.py names the same speed-ups as the acquisition; no-batched-boxes is one."""
+    from benchmarks import ablation
+
+    from nasctl.optimizer import acquisition
+
+    assert set(ablation.SPEEDUPS) == acquisition.SPEEDUPS
+    assert ablation.parse_variant("no-batched-boxes") == [("acquisition", "SPEEDUPS", ("without", "batched-boxes"))]
