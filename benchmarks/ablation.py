@@ -21,9 +21,11 @@ with the grid. Variants:
 - cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
 - one-hot: `auto` never picks the categorical method (unordered choices are
   one-hot encoded for the plain GP);
-- no-single-candidate, no-numpy-boxes, no-pairwise-pruning, no-joint-posterior:
-  one speed-up of nasctl's qLogNEHVI subclass off (`acquisition.SPEEDUPS`;
-  the same proposals, compare the CPU time);
+- no-single-candidate, no-numpy-boxes, no-batched-boxes, no-pairwise-pruning,
+  no-joint-posterior: one speed-up of nasctl's qLogNEHVI subclass off
+  (`acquisition.SPEEDUPS`; the same proposals, compare the CPU time).
+  no-batched-boxes decomposes each sample's front on its own in NumPy;
+  no-numpy-boxes leaves the decompositions to BoTorch (batched-boxes needs it);
 - a+b: the changes of a and of b (budget-20-1024+mc-64, no-numpy-boxes+no-single-candidate).
 
 Results go to --out/<problem>/<variant>/seedNN.json (finished runs are skipped);
@@ -60,7 +62,7 @@ from benchmarks import args as argtypes  # noqa: E402
 from benchmarks.sample_efficiency import nasctl_spec  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "ablation"
-SPEEDUPS = ("single-candidate", "numpy-boxes", "pairwise-pruning", "joint-posterior")
+SPEEDUPS = ("single-candidate", "numpy-boxes", "batched-boxes", "pairwise-pruning", "joint-posterior")
 """The names in `nasctl.optimizer.acquisition.SPEEDUPS` (not imported here: names are
 checked before anything heavy is imported)."""
 CHECKPOINTS = (10, 20, 30)

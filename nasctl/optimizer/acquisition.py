@@ -22,6 +22,9 @@ dashboard's diagnostics) gets their own behaviour.
     identity steps of the log hypervolume improvement;
   - "numpy-boxes" (`boxdecomp`): the per-sample box decompositions of 3+
     objectives in NumPy;
+  - "batched-boxes" (`boxdecomp`): those decompositions for all samples in
+    one pass, vectorised over the samples (with "numpy-boxes" only; without
+    it, BoTorch's per-sample decompositions);
   - "pairwise-pruning" (`nondominated`): the baseline pruning's
     non-dominated sort pairwise per objective instead of BoTorch's loop;
   - "joint-posterior" (`jointpost`): one joint posterior for a batch of
@@ -39,9 +42,11 @@ from botorch.acquisition.logei import TAU_RELU
 from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
 
 from nasctl.optimizer import jointpost, logscale, nondominated, singleq
-from nasctl.optimizer.boxdecomp import NumpyNondominatedPartitioning
+from nasctl.optimizer.boxdecomp import BatchedNondominatedPartitioning, NumpyNondominatedPartitioning, SampleBatch
 
-SPEEDUPS: frozenset[str] = frozenset({"single-candidate", "numpy-boxes", "pairwise-pruning", "joint-posterior"})
+SPEEDUPS: frozenset[str] = frozenset(
+    {"single-candidate", "numpy-boxes", "batched-boxes", "pairwise-pruning", "joint-posterior"}
+)
 """The speed-ups `HypervolumeImprovement` uses (all of them; fewer for ablations)."""
 
 
@@ -90,9 +95,20 @@ class HypervolumeImprovement(qLogNoisyExpectedHypervolumeImprovement):  # type: 
         # BoTorch picks the partitioning class in __init__ (an instance attribute);
         # with 3+ objectives it decomposes each sample's front with it
         objectives = int(torch.as_tensor(self.ref_point).shape[-1])
-        if "numpy-boxes" in SPEEDUPS and self.alpha == 0 and objectives > 2:
+        if "numpy-boxes" not in SPEEDUPS or self.alpha != 0 or objectives <= 2:
+            super()._set_cell_bounds(num_new_points)
+            return
+        if "batched-boxes" not in SPEEDUPS:
             self.p_class = NumpyNondominatedPartitioning  # type: ignore[assignment]
-        super()._set_cell_bounds(num_new_points)
+            super()._set_cell_bounds(num_new_points)
+            return
+        # one batch per decomposition: the samples' partitionings wait for it
+        self.p_class = BatchedNondominatedPartitioning  # type: ignore[assignment]
+        self.p_kwargs = {"batch": SampleBatch()}  # type: ignore[dict-item]
+        try:
+            super()._set_cell_bounds(num_new_points)
+        finally:
+            self.p_kwargs = {}
 
     def _compute_posterior_samples_and_concat_pending(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         fallback = super()._compute_posterior_samples_and_concat_pending
