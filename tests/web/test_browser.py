@@ -79,14 +79,36 @@ def test_table_sorting_and_paging_in_the_page(page: Any, server: Server) -> None
     page.goto(f"{server.base}/experiments/tiny")
     wait_ready(page)
     page.select_option("#f-limit", "25")
-    page.locator("#trials th[data-key='values.val_acc']").click()
-    page.locator("#trials th[data-key='values.val_acc']").click()
-    page.wait_for_selector("#trials th.sorted.desc")
+    # A second click while the first click's page is still on its way: the answers
+    # can arrive in either order, and the newest request must win. Hold the first
+    # (ascending) answer until the second (descending) one has been drawn.
+    held: list[Any] = []
+
+    def ascending(url: str) -> bool:
+        return "sort=values.val_acc" in url and "desc=true" not in url
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    page.route(ascending, hold)
+    header = page.locator("#trials th[data-key='values.val_acc']")
+    header.click()
+    for _ in range(200):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the ascending request was never made"
+    header.click()
     api = httpx.get(f"{server.base}/api/experiments/tiny/trials", params={"sort": "values.val_acc", "desc": "true"}).json()
-    # the header is marked as soon as it is clicked; the rows follow when the sorted page arrives
     first = str(api["trials"][0]["index"])
-    page.wait_for_function(
-        f"document.querySelector('#trials tbody tr')?.getAttribute('data-index') === '{first}'", timeout=15_000)
+    first_row = "document.querySelector('#trials tbody tr')?.getAttribute('data-index')"
+    page.wait_for_function(f"{first_row} === '{first}'", timeout=15_000)
+    assert page.locator("#trials th.sorted.desc").count() == 1
+    with page.expect_response(lambda r: ascending(r.url)):
+        held[0].continue_()
+    page.wait_for_timeout(1000)  # time for a stale answer to be drawn, if it would be
+    assert page.evaluate(first_row) == first, "an older answer replaced the newer sort"
+    page.unroute(ascending)
     page.fill("#f-where", "val_acc >= 0.7")
     page.click("#f-apply")
     want = httpx.get(f"{server.base}/api/experiments/tiny/trials", params={"where": "val_acc >= 0.7"}).json()["total"]

@@ -330,11 +330,15 @@ function tableQuery() {
 
 async function loadTable() {
   const name = X.summary.name;
+  // Clicks can start a load while another is on its way: only the newest one draws
+  // (a slower, older answer would otherwise show rows sorted the old way under the new header).
+  const seq = X.tableSeq = (X.tableSeq || 0) + 1;
   let page;
   if (REPORT) page = reportTablePage();
   else {
     try { page = await api("/api/experiments/" + enc(name) + "/trials?" + tableQuery().toString()); }
-    catch (e) { showMessage(e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""), true); return; }
+    catch (e) { if (seq === X.tableSeq) showMessage(e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""), true); return; }
+    if (seq !== X.tableSeq) return;
     showMessage("");
   }
   const cols = tableColumns();
