@@ -45,10 +45,7 @@ def _local_upper_bounds(U: np.ndarray, Z: np.ndarray, z: np.ndarray) -> tuple[np
     m = U.shape[-1]
     # bound u is split along j if z_j is at least every other defining point's j-th
     # value: highest[:, j] = max over i != j of A_Z[:, i, j]
-    off_diagonal = _OFF_DIAGONAL.get(m)
-    if off_diagonal is None:
-        off_diagonal = _OFF_DIAGONAL.setdefault(m, ~np.eye(m, dtype=bool)[None])
-    highest = np.where(off_diagonal, A_Z, -np.inf).max(axis=1)
+    highest = np.where(_off_diagonal(m), A_Z, -np.inf).max(axis=1)
     split = z >= highest
     new_U, new_Z = [], []
     for j in np.flatnonzero(split.any(axis=0)):
@@ -66,6 +63,28 @@ def _local_upper_bounds(U: np.ndarray, Z: np.ndarray, z: np.ndarray) -> tuple[np
 _OFF_DIAGONAL: dict[int, np.ndarray] = {}
 
 
+def _off_diagonal(m: int) -> np.ndarray:
+    """A 1 x m x m mask of the off-diagonal entries (built once per m)."""
+    mask = _OFF_DIAGONAL.get(m)
+    if mask is None:
+        mask = _OFF_DIAGONAL.setdefault(m, ~np.eye(m, dtype=bool)[None])
+    return mask
+
+
+def _cell_bounds(Z: np.ndarray, U: np.ndarray, ref0: Any) -> np.ndarray:
+    """Lacour et al., Eq. 2: the 2 x ... x n x m lower/upper vertices of the cells
+    of local upper bounds U (... x n x m) with defining points Z (... x n x m x m),
+    ref0 the reference point's first coordinate. Empty cells are kept."""
+    m = U.shape[-1]
+    bounds = np.empty((2, *U.shape), dtype=U.dtype)
+    bounds[0, ..., 0] = Z[..., 0, 0]
+    bounds[1, ..., 0] = ref0
+    for j in range(1, m):
+        bounds[0, ..., j] = Z[..., :j, j].max(axis=-1)
+        bounds[1, ..., j] = U[..., j]
+    return bounds
+
+
 def update_local_upper_bounds_incremental(new_pareto_Y: Any, U: Any, Z: Any) -> tuple[Any, Any]:
     """BoTorch's `update_local_upper_bounds_incremental` in NumPy (torch in, torch out)."""
     u, zz = U.detach().cpu().numpy(), Z.detach().cpu().numpy()
@@ -78,13 +97,7 @@ def get_partition_bounds(Z: Any, U: Any, ref_point: Any) -> Any:
     """BoTorch's `get_partition_bounds` in NumPy (Lacour et al., Eq. 2): the
     2 x cells x m lower/upper vertices of the cells, empty cells removed."""
     z, u, ref = Z.detach().cpu().numpy(), U.detach().cpu().numpy(), ref_point.detach().cpu().numpy()
-    n, m = u.shape
-    bounds = np.empty((2, n, m), dtype=u.dtype)
-    bounds[0, :, 0] = z[:, 0, 0]
-    bounds[1, :, 0] = ref[0]
-    for j in range(1, m):
-        bounds[0, :, j] = z[:, :j, j].max(axis=-1)
-        bounds[1, :, j] = u[:, j]
+    bounds = _cell_bounds(z, u, ref[0])
     empty = (bounds[1] <= bounds[0]).any(axis=-1)
     return torch.from_numpy(np.ascontiguousarray(bounds[:, ~empty])).to(U)
 
@@ -179,11 +192,8 @@ class _Bounds:
         s_in, r_in = np.nonzero(inside)
         if s_in.size == 0:
             return
-        off_diagonal = _OFF_DIAGONAL.get(m)
-        if off_diagonal is None:
-            off_diagonal = _OFF_DIAGONAL.setdefault(m, ~np.eye(m, dtype=bool)[None])
         A_Z = Z[s_in, r_in]
-        split = z[s_in] >= np.where(off_diagonal, A_Z, -np.inf).max(axis=1)  # as in `_local_upper_bounds`
+        split = z[s_in] >= np.where(_off_diagonal(m), A_Z, -np.inf).max(axis=1)  # as in `_local_upper_bounds`
         # the new bounds of each sample: by coordinate, then by row
         j_new, k_new = np.nonzero(split.T)
         by_sample = np.argsort(s_in[k_new], kind="stable")
@@ -252,13 +262,8 @@ def decompose_fronts(neg_fronts: list[np.ndarray], neg_ref: np.ndarray) -> list[
     U2 = np.full((S, 1, m), np.inf, dtype=dtype)
     Z2 = np.where(diagonal, np.inf, ref[None, :])[None, None].repeat(S, axis=0).astype(dtype)
     U2, Z2, count2 = _batched_incremental(-U, count, U2, Z2)
-    # cell bounds (Lacour et al., Eq. 2), then each front's non-empty cells
-    bounds = np.empty((2, *U2.shape), dtype=dtype)
-    bounds[0, ..., 0] = Z2[..., 0, 0]
-    bounds[1, ..., 0] = np.inf
-    for j in range(1, m):
-        bounds[0, ..., j] = Z2[..., :j, j].max(axis=-1)
-        bounds[1, ..., j] = U2[..., j]
+    # cell bounds, then each front's non-empty cells
+    bounds = _cell_bounds(Z2, U2, np.inf)
     cells = (np.arange(U2.shape[1]) < count2[:, None]) & ~(bounds[1] <= bounds[0]).any(axis=-1)
     return [
         {"_U": U[s, : count[s]], "_Z": Z[s, : count[s]], "_U2": U2[s, : count2[s]], "_Z2": Z2[s, : count2[s]],
