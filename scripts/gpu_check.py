@@ -102,8 +102,16 @@ def run_one(work: Path, precision: str, per_device: int, trials: int, n_gpus: in
         return datetime.fromisoformat(s.rstrip("Z")).timestamp()
 
     span = (max(map(ts, ends)) - min(map(ts, starts))) if starts and ends else elapsed
+    failures = []
+    for r in rows:
+        if r["status"] == "FAILED":  # the trial's own last words (its stored log tail)
+            one = subprocess.run([sys.executable, "-m", "nasctl", "trials", name, "--db", db, "--trial",
+                                  str(r["index"]), "--json"], capture_output=True, text=True)
+            tail = (json.loads(one.stdout).get("log_tail") or "") if one.returncode == 0 else one.stderr
+            failures.append(f"trial {r['index']}: {r['failure_reason']}\n{tail.strip()[-1500:]}")
     return {
         "run": name, "returncode": run.returncode, "stderr": run.stderr[-2000:] if run.returncode else "",
+        "failed_trials": failures,
         "precision": precision, "trials_per_device": per_device, "completed": len(done), "trials": len(rows),
         "latency_ms": statistics.median(r["values"]["latency_ms"] for r in done) if done else None,
         "val_acc": max(r["values"]["val_acc"] for r in done) if done else None,
@@ -144,8 +152,8 @@ def main() -> int:
     ok = all(r["returncode"] == 0 and r["completed"] == r["trials"] == args.trials
              and r["max_trials_on_one_device"] <= r["trials_per_device"] for r in results)
     for r in results:
-        if r["returncode"]:
-            print(f"{r['run']} failed:\n{r['stderr']}", file=sys.stderr)
+        if r["returncode"] or r["failed_trials"]:
+            print(f"{r['run']} failed:\n{r['stderr']}", *r["failed_trials"], sep="\n", file=sys.stderr)
     return 0 if ok else 1
 
 

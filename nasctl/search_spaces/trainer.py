@@ -299,8 +299,10 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
     train_seconds = time.perf_counter() - t1
     save_checkpoint(trainer)
 
-    device = next(model.parameters()).device
-    model.eval()
+    # Lightning's teardown moves the module back to the CPU after fit: evaluate on
+    # the device the trial trained on (fp16 autocast exists only there)
+    device = torch.device(f"cuda:{torch.cuda.current_device()}" if device_type == "cuda" else "cpu")
+    model.to(device).eval()
     correct = 0
     with torch.inference_mode(), autocast_context(args.precision, device.type):
         for i in range(0, len(val), 1024):

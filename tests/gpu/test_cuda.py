@@ -61,3 +61,29 @@ def test_a_trial_sees_only_the_device_it_was_given() -> None:
                              env={**os.environ, "CUDA_VISIBLE_DEVICES": k,
                                   "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}).stdout.split()
         assert out[0] == "1" and uuids[int(k)].endswith(out[1]), (out, uuids)
+
+
+def test_a_promotion_resumes_a_gpu_checkpoint(tmp_path: Path) -> None:
+    """Multi-fidelity on CUDA: a trial saves its Lightning checkpoint at 1 epoch and
+    its promotion loads it (weights, optimizer, epoch counter) and trains on to 2."""
+    ckpt = tmp_path / "ckpt"
+
+    def trial(epochs: int, log_dir: Path, resume: Path | None) -> dict:
+        env = {**os.environ, "NASCTL_LOG_DIR": str(log_dir), "CUDA_VISIBLE_DEVICES": "0",
+               "NASCTL_CHECKPOINT_DIR": str(ckpt)}
+        if resume is not None:
+            env["NASCTL_RESUME_FROM"] = str(resume)
+        proc = subprocess.run(
+            [sys.executable, "-m", "nasctl.search_spaces.cnn", "--dataset", "mnist1d", "--epochs", str(epochs),
+             "--precision", "bf16", "--log_dir", str(log_dir)],
+            capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads((log_dir / "trial_info.json").read_text())  # type: ignore[no-any-return]
+
+    first = trial(1, tmp_path / "rung0", None)
+    saved = torch.load(ckpt / "last.ckpt", map_location="cpu", weights_only=False)
+    assert saved["epoch"] == 1 and first["device"].startswith("cuda:0")
+    second = trial(2, tmp_path / "rung1", ckpt / "last.ckpt")
+    assert second["resumed_from"] == str(ckpt / "last.ckpt") and second["device"].startswith("cuda:0")
+    assert second["final_step"] == 2 * first["final_step"]  # one more epoch on top of the first, not two
+    assert torch.load(ckpt / "last.ckpt", map_location="cpu", weights_only=False)["epoch"] == 2
