@@ -5,7 +5,9 @@ Methods, each on the same search space, objectives, trainer and maximum epochs:
 - `full`: nasctl, every trial trained to the maximum epochs (Ax, qLogNEHVI);
 - `mf`: nasctl with `optimizer.fidelity` (asynchronous multi-objective
   successive halving, Ax proposals scored at the top rung, promotions continue
-  from checkpoints);
+  from checkpoints), with its default `promotion: eager`;
+- `mf-strict`: the same with `promotion: strict` (classic ASHA: a rung
+  promotes nobody before it has eta results);
 - `random`: nasctl at full fidelity with `optimizer.method: sobol`;
 - `moasha`: Syne Tune's MO-ASHA (benchmarks/synetune_moasha.py, its own venv),
   training through the same trainer and checkpoints.
@@ -79,7 +81,7 @@ PROBLEMS: dict[str, dict[str, Any]] = {
     },
 }
 
-METHODS = ("full", "mf", "random", "moasha")
+METHODS = ("full", "mf", "mf-strict", "random", "moasha")
 TRIAL_ARGS = {"latency_repeats": 5, "latency_warmup": 1, "latency_min_seconds": 0.0}
 """Latency is not an objective here: measure it briefly (it is logged by every trial)."""
 
@@ -89,8 +91,9 @@ def make_spec(problem: str, method: str, seed: int, max_epochs: int, eta: int, b
     p = PROBLEMS[problem]
     space = dict(p["search_space"])
     optimizer: dict[str, Any] = {"seed": seed}
-    if method == "mf":
-        optimizer["fidelity"] = {"parameter": "epochs", "min": 1, "max": max_epochs, "eta": eta}
+    if method.startswith("mf"):
+        optimizer["fidelity"] = {"parameter": "epochs", "min": 1, "max": max_epochs, "eta": eta,
+                                 "promotion": "strict" if method == "mf-strict" else "eager"}
         # successive halving spends about (number of rungs) x min epochs per configuration
         # plus the promotions: allow as many trials as epochs, the epoch budget ends the run
         max_trials = budget_epochs
@@ -130,7 +133,7 @@ def run_nasctl(problem: str, method: str, seed: int, args: argparse.Namespace, w
     t0 = time.monotonic()
     proc = subprocess.Popen([*cli, "run", path, "--db", db, "--workdir", os.path.join(work, spec["name"]),
                              "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if method == "mf":  # an epoch budget: stop the run once it is spent
+    if method.startswith("mf"):  # an epoch budget: stop the run once it is spent
         while proc.poll() is None:
             time.sleep(3)
             spent = sum(r["cost_epochs"] for r in _records(cli, env, spec["name"], db, args.max_epochs))

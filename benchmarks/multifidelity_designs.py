@@ -23,14 +23,18 @@ import json
 import math
 import sys
 import time
-from typing import Any
+from typing import Any, Literal
 
-PROBLEMS = {"branincurrin": (2, {"f1": 18.0, "f2": 6.0}), "dtlz2": (4, {"f1": 1.1, "f2": 1.1})}
+# dimension and reference point (BoTorch's) of each problem
+PROBLEMS = {"branincurrin": (2, {"f1": 18.0, "f2": 6.0}), "dtlz2": (4, {"f1": 1.1, "f2": 1.1}),
+            "zdt1": (4, {"f1": 11.0, "f2": 11.0})}
 
 
 def make_problem(name: str) -> Any:
-    from botorch.test_functions.multi_objective import DTLZ2, BraninCurrin
+    from botorch.test_functions.multi_objective import DTLZ2, ZDT1, BraninCurrin
 
+    if name == "zdt1":
+        return ZDT1(dim=4, num_objectives=2)
     return BraninCurrin() if name == "branincurrin" else DTLZ2(dim=4, num_objectives=2)
 
 
@@ -45,11 +49,15 @@ def evaluate(problem: Any, name: str, x: list[float], epochs: float, max_epochs:
 
 
 def spec_for(name: str, design: str, seed: int, max_epochs: int, eta: int) -> Any:
+    """`design`: `full`, or where proposals are scored (`max`, `min`) with an optional
+    promotion rule (`max-strict`; `eager` when none is named)."""
     from nasctl.spec import parse_spec
 
     dim, thresholds = PROBLEMS[name]
     space = "\n".join(f"  x{i}: {{type: float, low: 0.0, high: 1.0}}" for i in range(dim))
-    fid = "" if design == "full" else f", fidelity: {{parameter: epochs, min: 1, max: {max_epochs}, eta: {eta}}}"
+    rule = design.partition("-")[2] or "eager"
+    fid = "" if design == "full" else (f", fidelity: {{parameter: epochs, min: 1, max: {max_epochs}, eta: {eta}, "
+                                       f"promotion: {rule}}}")
     return parse_spec(
         f"name: {name}-{design}\nsearch_space:\n{space}\n"
         f"objectives:\n  f1: {{goal: minimize, threshold: {thresholds['f1']}}}\n"
@@ -64,7 +72,8 @@ def run(name: str, design: str, seed: int, args: argparse.Namespace) -> list[tup
     from nasctl.pareto import compute_front
 
     spec = spec_for(name, design, seed, args.max_epochs, args.eta)
-    opt = AxOptimizer(spec) if design == "full" else MultiFidelityOptimizer(spec, propose_at=design)
+    propose_at: Literal["max", "min"] = "min" if design.startswith("min") else "max"
+    opt = AxOptimizer(spec) if design == "full" else MultiFidelityOptimizer(spec, propose_at=propose_at)
     problem = make_problem(name)
     dim = PROBLEMS[name][0]
     fid_of: dict[int, float] = {}
@@ -97,7 +106,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=seeds, default=[0, 1, 2])
     ap.add_argument("--problems", default="branincurrin,dtlz2")
-    ap.add_argument("--designs", default="max,min,full")
+    ap.add_argument("--designs", default="max,min,full",
+                    help="full, or max/min (where proposals are scored) with -strict or -eager (the default)")
     ap.add_argument("--max-epochs", type=positive_int, default=9)
     ap.add_argument("--eta", type=positive_int, default=3)
     ap.add_argument("--budget-epochs", type=positive_int, default=72)
@@ -117,10 +127,10 @@ def main() -> int:
     grid = [args.budget_epochs * f for f in (0.25, 0.5, 0.75, 1.0)]
     for name, by_design in results["runs"].items():
         print(f"\n{name}: mean hypervolume at equal epochs")
-        print(f"{'design':7} {'seeds':>5} " + " ".join(f"@{g:>5.0f}ep" for g in grid))
+        print(f"{'design':10} {'seeds':>5} " + " ".join(f"@{g:>5.0f}ep" for g in grid))
         for design, by_seed in by_design.items():
             cols = [sum(hv_at(t, g) for t in by_seed.values()) / len(by_seed) for g in grid]
-            print(f"{design:7} {len(by_seed):>5} " + " ".join(f"{c:>8.4g}" for c in cols))
+            print(f"{design:10} {len(by_seed):>5} " + " ".join(f"{c:>8.4g}" for c in cols))
     return 0
 
 

@@ -291,6 +291,9 @@ class FidelitySpec(_Model):
     max: int | float = Field(gt=0)
     eta: int = 3
     front: Literal["top", "all"] = "top"
+    # `eager`: a rung with fewer than eta results promotes its best; `strict`: it
+    # waits for eta results (classic ASHA). See nasctl/optimizer/promotion.py.
+    promotion: Literal["eager", "strict"] = "eager"
 
     @model_validator(mode="after")
     def _check(self) -> FidelitySpec:

@@ -4,7 +4,8 @@
 `optimizer.fidelity`. Each request for n candidates is served slot by slot:
 
 1. a promotion, if `promotion.choose_promotion` finds a trial in the top 1/eta
-   of its rung (multi-objective rank) that was not promoted before: the same
+   of its rung (multi-objective rank; with `promotion: eager`, also the best of a
+   rung that has fewer than eta results) that was not promoted before: the same
    configuration at the next rung, continuing that trial (`promoted_from`);
 2. otherwise a new configuration from Ax, started at the lowest rung.
 
@@ -127,7 +128,8 @@ class MultiFidelityOptimizer(AxOptimizer):
         """The trial to promote now, or None (see `promotion.choose_promotion`)."""
         results = [RungResult(i, self._rung[i], v) for i, v in self._results.items() if i in self._rung]
         chosen = choose_promotion(results, self._promoted, len(self.fidelity.rungs), self.fidelity.eta,
-                                  self.spec.objectives, self.spec.parsed_constraints)
+                                  self.spec.objectives, self.spec.parsed_constraints,
+                                  eager=self.fidelity.promotion == "eager")
         return None if chosen is None else chosen.index
 
     def promote(self, source: int) -> Candidate:

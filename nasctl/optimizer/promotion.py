@@ -6,9 +6,23 @@ Whenever a slot frees, the optimizer asks `choose_promotion`: from the highest
 rung below the top down to rung 0, a completed trial at rung k is promoted to
 rung k+1 if it ranks in the top floor(n_k / eta) of the n_k trials completed at
 rung k and was not promoted before. Nothing waits for a rung to fill (as in
-ASHA): a rung with n_k < eta completed trials promotes nobody yet, and a trial
-that ranked in the top share early may be promoted before later trials at its
-rung would have out-ranked it, which is the price of never idling a worker.
+ASHA), and a trial that ranked in the top share early may be promoted before
+later trials at its rung would have out-ranked it, which is the price of never
+idling a worker.
+
+Two variants differ only while a rung holds fewer than eta results
+(`optimizer.fidelity.promotion`):
+
+- `strict` (classic ASHA): such a rung promotes nobody yet, so the first
+  result at the top rung waits for eta**(rungs-1) results at rung 0;
+- `eager` (the default): such a rung promotes its best result, as the
+  stopping variant of ASHA lets a trial go on that is the best at its rung so
+  far. The first configuration reaches the top after min + ... + max epochs,
+  the cost of one full-fidelity trial, instead of after eta**(rungs-1) new
+  configurations. The extra cost is what a rung promotes while it holds
+  fewer than eta results (its first result, then any that is the best so
+  far: at most eta - 1 trials a rung); from n_k = eta on, both rules admit
+  the top floor(n_k / eta).
 
 The ranking is multi-objective, on the objectives only (each trial's values at
 the rung it trained to):
@@ -95,9 +109,14 @@ def rank_order(results: Sequence[RungResult], objectives: Mapping[str, Objective
     return [results[i] for i in order]
 
 
+def promotable(n: int, eta: int, eager: bool) -> int:
+    """How many of a rung's `n` completed trials may have been promoted."""
+    return max(n // eta, 1 if eager and n else 0)
+
+
 def choose_promotion(results: Sequence[RungResult], promoted: set[int], n_rungs: int, eta: int,
                      objectives: Mapping[str, Objective],
-                     constraints: Sequence[Constraint] = ()) -> RungResult | None:
+                     constraints: Sequence[Constraint] = (), *, eager: bool = False) -> RungResult | None:
     """The trial to promote now (to its rung + 1), or None: a new configuration should start.
 
     Args:
@@ -105,10 +124,11 @@ def choose_promotion(results: Sequence[RungResult], promoted: set[int], n_rungs:
         promoted: indices of trials already promoted (never promoted again).
         n_rungs: how many rungs there are; trials at the top rung are never promoted.
         eta: the reduction factor: the top 1/eta of a rung may go on.
+        eager: a rung with fewer than eta results promotes its best (see the module docstring).
     """
     for k in range(n_rungs - 2, -1, -1):
         at_k = [r for r in results if r.rung == k]
-        top = len(at_k) // eta
+        top = promotable(len(at_k), eta, eager)
         if top == 0:
             continue
         for r in rank_order(at_k, objectives, constraints)[:top]:

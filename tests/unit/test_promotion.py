@@ -152,3 +152,43 @@ def test_higher_rungs_are_served_first_and_the_top_rung_never_promotes() -> None
     chosen = choose_promotion([*rung0, *rung1, *top], promoted, n_rungs=3, eta=3, objectives=OBJ)
     assert chosen is not None and chosen.rung == 1 and chosen.index == 12
     assert choose_promotion(top * 3, set(), n_rungs=3, eta=3, objectives=OBJ) is None
+
+
+# --- eager promotion: a rung with fewer than eta results promotes its best ---------------
+def test_eager_promotes_the_first_result_of_a_rung_at_once() -> None:
+    results = [rr(0, 0.5, 50)]
+    assert choose_promotion(results, set(), n_rungs=3, eta=3, objectives=OBJ) is None
+    chosen = choose_promotion(results, set(), n_rungs=3, eta=3, objectives=OBJ, eager=True)
+    assert chosen is not None and chosen.index == 0
+
+
+def test_eager_promotes_a_second_result_only_if_it_is_the_best_so_far() -> None:
+    worse = [rr(0, 0.5, 50), rr(1, 0.4, 60)]  # dominated by trial 0, which went on already
+    assert choose_promotion(worse, {0}, n_rungs=3, eta=3, objectives=OBJ, eager=True) is None
+    better = [rr(0, 0.5, 50), rr(1, 0.9, 10)]
+    chosen = choose_promotion(better, {0}, n_rungs=3, eta=3, objectives=OBJ, eager=True)
+    assert chosen is not None and chosen.index == 1
+
+
+def test_eager_and_strict_admit_the_same_share_of_a_rung_with_eta_results_or_more() -> None:
+    rng = random.Random(1)
+    results = [rr(i, rng.random(), rng.uniform(1, 100)) for i in range(30)]
+    for n in range(3, 31):
+        for eager in (False, True):
+            promoted: set[int] = set()
+            while (c := choose_promotion(results[:n], promoted, n_rungs=2, eta=3, objectives=OBJ,
+                                         eager=eager)) is not None:
+                promoted.add(c.index)
+            assert promoted == {r.index for r in rank_order(results[:n], OBJ)[: n // 3]}
+
+
+def test_eager_reaches_the_top_rung_with_the_first_configuration() -> None:
+    """Rungs 1, 3, 9: one configuration goes 0 -> 1 -> 2 with nothing else at its rungs."""
+    promoted: set[int] = set()
+    results = [rr(0, 0.5, 50, rung=0)]
+    c = choose_promotion(results, promoted, n_rungs=3, eta=3, objectives=OBJ, eager=True)
+    assert c is not None and c.index == 0
+    promoted.add(0)
+    results.append(rr(1, 0.6, 50, rung=1))  # trial 0 continued as trial 1
+    c = choose_promotion(results, promoted, n_rungs=3, eta=3, objectives=OBJ, eager=True)
+    assert c is not None and (c.index, c.rung) == (1, 1)
