@@ -4,8 +4,10 @@
 
 For each precision in fp32, bf16 and fp16 it runs one experiment (MNIST-1D CNN,
 `--trials` trials, one trial per device at a time), then fp32 again with two
-trials sharing each device (`runner.cfg.trials_per_device: 2`), each on its own
-SQLite database in a temporary folder. It prints one row per run: GPU model,
+trials sharing each device (`runner.cfg.trials_per_device: 2`), then fp32 with
+multi-fidelity search (`optimizer.fidelity`, rungs 1 and 3 epochs: promoted
+trials resume the checkpoints their sources wrote on the GPU), each on its own
+SQLite database in a temporary folder (`--runs` picks some of them). It prints one row per run: GPU model,
 precision, sharing, median latency_ms, best val_acc, peak GPU memory of a
 trial, trials per minute, and whether every trial got a device of its own
 (no device ever held by more trials than allowed). Exit 1 when a run fails or
@@ -41,8 +43,7 @@ search_space:
   learning_rate:    {{type: float, low: 1.0e-3, high: 2.0e-2, log: true}}
   precision:        {{type: fixed, value: {precision}}}
   batch_size:       {{type: fixed, value: 64}}
-  epochs:           {{type: fixed, value: 3}}
-objectives:
+{epochs}objectives:
   val_acc:    {{goal: maximize, threshold: 0.30}}
   latency_ms: {{goal: minimize}}
 budget: {{max_trials: {trials}, parallelism: {parallelism}, trial_timeout: 900, max_failures: 1}}
@@ -51,8 +52,11 @@ trial:
   dataset: mnist1d
   resources: {{cpu: 1, mem_mb: 4000, gpu: 1}}
 runner: {{scheduler: local_cwd, cfg: {{trials_per_device: {per_device}}}}}
-optimizer: {{initial_trials: {trials}, method: sobol, seed: 0}}
+optimizer: {{initial_trials: {trials}, method: sobol, seed: 0{fidelity}}}
 """
+RUNS = {"fp32": ("fp32", 1, False), "bf16": ("bf16", 1, False), "fp16": ("fp16", 1, False),
+        "fp32-x2": ("fp32", 2, False), "fp32-mf": ("fp32", 1, True)}
+"""name -> (precision, trials per device, multi-fidelity)"""
 
 
 def gpu_names() -> list[str]:
@@ -79,11 +83,14 @@ def max_overlap(trials: list[dict[str, Any]]) -> int:
     return worst
 
 
-def run_one(work: Path, precision: str, per_device: int, trials: int, n_gpus: int) -> dict[str, Any]:
-    name = f"gpu-{precision}-x{per_device}"
+def run_one(work: Path, precision: str, per_device: int, trials: int, n_gpus: int,
+            multi_fidelity: bool = False) -> dict[str, Any]:
+    name = f"gpu-{precision}-x{per_device}" + ("-mf" if multi_fidelity else "")
     spec = work / f"{name}.yaml"
-    spec.write_text(SPACE.format(name=name, precision=precision, trials=trials,
-                                 parallelism=n_gpus * per_device, per_device=per_device))
+    spec.write_text(SPACE.format(
+        name=name, precision=precision, trials=trials, parallelism=n_gpus * per_device, per_device=per_device,
+        epochs="" if multi_fidelity else "  epochs:           {type: fixed, value: 3}\n",
+        fidelity=", fidelity: {parameter: epochs, min: 1, max: 3, eta: 3}" if multi_fidelity else ""))
     db = f"sqlite:///{work / (name + '.db')}"
     t0 = time.monotonic()
     run = subprocess.run([sys.executable, "-m", "nasctl", "run", str(spec), "--db", db, "--workdir",
@@ -120,6 +127,8 @@ def run_one(work: Path, precision: str, per_device: int, trials: int, n_gpus: in
         "trial_device": sorted({i.get("device", "?") for i in infos}),
         "trials_per_minute": round(len(done) / span * 60, 2) if span > 0 else None,
         "max_trials_on_one_device": max_overlap(rows),
+        "promoted": sum(r["promoted_from"] is not None for r in rows),
+        "resumed": sum(bool(i.get("resumed_from")) for i in infos),
         "wall_s": round(elapsed, 1),
     }
 
@@ -128,29 +137,36 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=6)
     p.add_argument("--out", default="gpu_check.json")
+    p.add_argument("--runs", default=",".join(RUNS), help=f"some of {', '.join(RUNS)}")
     args = p.parse_args()
+    runs = [r for r in args.runs.split(",") if r]
+    for r in runs:
+        if r not in RUNS:
+            p.error(f"--runs: unknown run {r!r}; use some of {', '.join(RUNS)}")
     names = gpu_names()
     if not names:
         print("gpu-check: no NVIDIA GPU found (nvidia-smi); nothing to check", file=sys.stderr)
         return 1
     results = []
     with tempfile.TemporaryDirectory(prefix="nasctl-gpu-check-") as tmp:
-        for precision, per_device in (("fp32", 1), ("bf16", 1), ("fp16", 1), ("fp32", 2)):
-            res = run_one(Path(tmp), precision, per_device, args.trials, len(names))
+        for run in runs:
+            precision, per_device, mf = RUNS[run]
+            res = run_one(Path(tmp), precision, per_device, args.trials, len(names), mf)
             results.append(res)
             print(json.dumps(res), flush=True)
     header = (f"{'GPU':<28} {'precision':<9} {'per dev':>7} {'latency_ms':>10} {'val_acc':>7} "
-              f"{'peak MB':>8} {'trials/min':>10} {'max/dev':>7} {'done':>5}")
+              f"{'peak MB':>8} {'trials/min':>10} {'max/dev':>7} {'done':>5} {'promoted':>8} {'resumed':>7}")
     print(f"\n{len(names)} GPU(s): {', '.join(names)}\n{header}")
     for r in results:
         def f(v: Any, fmt: str) -> str:
             return format(v, fmt) if isinstance(v, (int, float)) else "-"
         print(f"{names[0][:28]:<28} {r['precision']:<9} {r['trials_per_device']:>7} {f(r['latency_ms'], '.4f'):>10} "
               f"{f(r['val_acc'], '.3f'):>7} {f(r['peak_memory_mb'], '.1f'):>8} {f(r['trials_per_minute'], '.2f'):>10} "
-              f"{r['max_trials_on_one_device']:>7} {r['completed']:>2}/{r['trials']}")
+              f"{r['max_trials_on_one_device']:>7} {r['completed']:>2}/{r['trials']} {r['promoted']:>8} {r['resumed']:>7}")
     Path(args.out).write_text(json.dumps({"gpus": names, "results": results}, indent=1))
     ok = all(r["returncode"] == 0 and r["completed"] == r["trials"] == args.trials
-             and r["max_trials_on_one_device"] <= r["trials_per_device"] for r in results)
+             and r["max_trials_on_one_device"] <= r["trials_per_device"]
+             and (not r["run"].endswith("-mf") or r["resumed"] == r["promoted"] > 0) for r in results)
     for r in results:
         if r["returncode"] or r["failed_trials"]:
             print(f"{r['run']} failed:\n{r['stderr']}", *r["failed_trials"], sep="\n", file=sys.stderr)

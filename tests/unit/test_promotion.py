@@ -52,7 +52,7 @@ def test_spec_accepts_fidelity_and_passes_it_to_the_trial() -> None:
     spec = parse_spec(spec_text("{parameter: epochs, min: 1, max: 27, eta: 3}"))
     fid = spec.optimizer.fidelity
     assert fid is not None and fid.parameter == "epochs" and fid.rungs == (1, 3, 9, 27)
-    assert "epochs" not in spec.tunable
+    assert "epochs" not in spec.tunable and fid.promotion == "eager"
     assert spec.active_parameters({"x": 0.5, "epochs": 9}) == {"x": 0.5, "epochs": 9}
 
 
@@ -62,6 +62,7 @@ def test_spec_accepts_fidelity_and_passes_it_to_the_trial() -> None:
     ("{min: 1, max: 9, eta: 1}", "", "", "eta (1) must be >= 2"),
     ("{min: 0, max: 9}", "", "", "greater than 0"),
     ("{min: 1, max: 9, front: best}", "", "", "optimizer.fidelity.front"),
+    ("{min: 1, max: 9, promotion: greedy}", "", "", "optimizer.fidelity.promotion: Input should be 'eager' or"),
     ("{min: 1, max: 9}", "", "early_stopping: {min_completed: 3}",
      "early_stopping and optimizer.fidelity cannot be combined"),
     ("{min: 1, max: 9}", "", "", None),
