@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from nasctl.optimizer.ax_optimizer import RestoredTrial
 from nasctl.optimizer.multifidelity import PROMOTION, MultiFidelityOptimizer
 from nasctl.spec import parse_spec
@@ -30,8 +32,10 @@ def evaluate(p: dict) -> dict[str, float]:
     return {"err": (p["x"] - 0.3) ** 2 + 0.2 * p["z"] + 0.5 / e, "size": (1 - p["x"]) + 0.1 * p["z"]}
 
 
-def test_promotions_come_first_and_indices_stay_aligned() -> None:
-    spec = parse_spec(SPEC)
+@pytest.mark.parametrize("rule", ["strict", "eager"])
+def test_promotions_come_first_and_indices_stay_aligned(rule: str) -> None:
+    spec = parse_spec(SPEC.replace("eta: 3}", f"eta: 3, promotion: {rule}}}"))
+    assert spec.optimizer.fidelity is not None and spec.optimizer.fidelity.promotion == rule
     opt = MultiFidelityOptimizer(spec)
     history = []
     for step in range(14):
@@ -48,10 +52,15 @@ def test_promotions_come_first_and_indices_stay_aligned() -> None:
         src = by_index[c.promoted_from]
         assert {k: c.parameters[k] for k in ("x", "z")} == {k: src.parameters[k] for k in ("x", "z")}
         assert c.parameters["epochs"] == {1: 3, 3: 9}[src.parameters["epochs"]]
-    # the first promotion came as soon as rung 0 held eta (3) results: no waiting for a full rung
     first = promotions[0]
-    assert sum(1 for c in history[: first.index] if c.parameters["epochs"] == 1) >= 3
-    assert first.index <= 4
+    if rule == "strict":
+        # the first promotion came as soon as rung 0 held eta (3) results: no waiting for a full rung
+        assert sum(1 for c in history[: first.index] if c.parameters["epochs"] == 1) >= 3
+        assert first.index <= 4
+    else:
+        # the first result goes on at once, rung by rung, to the top: trials 0 (1), 1 (3), 2 (9 epochs)
+        assert [(c.index, c.parameters["epochs"], c.promoted_from) for c in history[:3]] == [
+            (0, 1, None), (1, 3, 0), (2, 9, 1)]
     # no configuration was started twice
     configs = [(round(c.parameters["x"], 6), round(c.parameters["z"], 6)) for c in new]
     assert len(set(configs)) == len(configs)
