@@ -310,9 +310,17 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/multifidelity.json")
     ap.add_argument("--report", nargs="+", help="print the table of results files (merged) instead of running")
     ap.add_argument("--plot", help="with --report: write the figure here")
+    ap.add_argument("--report-seeds", type=seeds, help="with --report: only these seeds (to compare methods on the "
+                                                        "same seeds)")
     args = ap.parse_args()
     if args.report:
-        report(merge([json.load(open(p)) for p in args.report]), args.plot)
+        merged = merge([json.load(open(p)) for p in args.report])
+        if args.report_seeds is not None:
+            keep = {str(s) for s in args.report_seeds}
+            for by_method in merged["runs"].values():
+                for m in by_method:
+                    by_method[m] = {s: r for s, r in by_method[m].items() if s in keep}
+        report(merged, args.plot)
         return 0
     problems = [p for p in args.problems.split(",") if p]
     methods = [m for m in args.methods.split(",") if m]
@@ -322,7 +330,8 @@ def main() -> int:
     for m in methods:
         if m not in METHODS:
             ap.error(f"--methods: unknown method {m!r}; use some of {', '.join(METHODS)}")
-    results: dict[str, Any] = {"meta": {k: v for k, v in vars(args).items() if k not in ("report", "plot")},
+    results: dict[str, Any] = {"meta": {k: v for k, v in vars(args).items()
+                                        if k not in ("report", "plot", "report_seeds")},
                                "runs": {}}
     if os.path.exists(args.out):  # go on where an interrupted run stopped
         old = json.load(open(args.out))
