@@ -5,9 +5,11 @@ Methods, each on the same search space, objectives, trainer and maximum epochs:
 - `full`: nasctl, every trial trained to the maximum epochs (Ax, qLogNEHVI);
 - `mf`: nasctl with `optimizer.fidelity` (asynchronous multi-objective
   successive halving, Ax proposals scored at the top rung, promotions continue
-  from checkpoints), with its default `promotion: eager`;
-- `mf-strict`: the same with `promotion: strict` (classic ASHA: a rung
-  promotes nobody before it has eta results);
+  from checkpoints), with its defaults `promotion: eager` and `rank: rung`;
+- `mf-model`: the same with `rank: model` (a rung is ranked by the model's
+  prediction of its trials at the top rung, not by the values they reached);
+- `mf-strict`: `promotion: strict` (classic ASHA: a rung promotes nobody
+  before it has eta results);
 - `random`: nasctl at full fidelity with `optimizer.method: sobol`;
 - `moasha`: Syne Tune's MO-ASHA (benchmarks/synetune_moasha.py, its own venv),
   training through the same trainer and checkpoints.
@@ -81,7 +83,7 @@ PROBLEMS: dict[str, dict[str, Any]] = {
     },
 }
 
-METHODS = ("full", "mf", "mf-strict", "random", "moasha")
+METHODS = ("full", "mf", "mf-strict", "mf-model", "random", "moasha")
 TRIAL_ARGS = {"latency_repeats": 5, "latency_warmup": 1, "latency_min_seconds": 0.0}
 """Latency is not an objective here: measure it briefly (it is logged by every trial)."""
 
@@ -93,7 +95,8 @@ def make_spec(problem: str, method: str, seed: int, max_epochs: int, eta: int, b
     optimizer: dict[str, Any] = {"seed": seed}
     if method.startswith("mf"):
         optimizer["fidelity"] = {"parameter": "epochs", "min": 1, "max": max_epochs, "eta": eta,
-                                 "promotion": "strict" if method == "mf-strict" else "eager"}
+                                 "promotion": "strict" if method == "mf-strict" else "eager",
+                                 "rank": "model" if method == "mf-model" else "rung"}
         # successive halving spends about (number of rungs) x min epochs per configuration
         # plus the promotions: allow as many trials as epochs, the epoch budget ends the run
         max_trials = budget_epochs

@@ -50,14 +50,17 @@ def evaluate(problem: Any, name: str, x: list[float], epochs: float, max_epochs:
 
 def spec_for(name: str, design: str, seed: int, max_epochs: int, eta: int) -> Any:
     """`design`: `full`, or where proposals are scored (`max`, `min`) with an optional
-    promotion rule (`max-strict`; `eager` when none is named)."""
+    promotion rule (`max-strict`; `eager` when none is named) and an optional rank
+    (`max-eager-model`; `rung` when none is named)."""
     from nasctl.spec import parse_spec
 
     dim, thresholds = PROBLEMS[name]
     space = "\n".join(f"  x{i}: {{type: float, low: 0.0, high: 1.0}}" for i in range(dim))
-    rule = design.partition("-")[2] or "eager"
+    parts = design.split("-")
+    rule = parts[1] if len(parts) > 1 else "eager"
+    rank = parts[2] if len(parts) > 2 else "rung"
     fid = "" if design == "full" else (f", fidelity: {{parameter: epochs, min: 1, max: {max_epochs}, eta: {eta}, "
-                                       f"promotion: {rule}}}")
+                                       f"promotion: {rule}, rank: {rank}}}")
     return parse_spec(
         f"name: {name}-{design}\nsearch_space:\n{space}\n"
         f"objectives:\n  f1: {{goal: minimize, threshold: {thresholds['f1']}}}\n"
@@ -107,7 +110,8 @@ def main() -> int:
     ap.add_argument("--seeds", type=seeds, default=[0, 1, 2])
     ap.add_argument("--problems", default="branincurrin,dtlz2")
     ap.add_argument("--designs", default="max,min,full",
-                    help="full, or max/min (where proposals are scored) with -strict or -eager (the default)")
+                    help="full, or max/min (where proposals are scored) with -strict or -eager (the default), "
+                         "then -rung (the default) or -model (the promotion rank)")
     ap.add_argument("--max-epochs", type=positive_int, default=9)
     ap.add_argument("--eta", type=positive_int, default=3)
     ap.add_argument("--budget-epochs", type=positive_int, default=72)

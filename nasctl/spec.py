@@ -294,6 +294,9 @@ class FidelitySpec(_Model):
     # `eager`: a rung with fewer than eta results promotes its best; `strict`: it
     # waits for eta results (classic ASHA). See nasctl/optimizer/promotion.py.
     promotion: Literal["eager", "strict"] = "eager"
+    # how a rung's trials are ranked for promotion: `rung`, by the values they
+    # reached there; `model`, by the model's prediction of them at the top rung
+    rank: Literal["rung", "model"] = "rung"
 
     @model_validator(mode="after")
     def _check(self) -> FidelitySpec:

@@ -3,10 +3,13 @@
 `MultiFidelityOptimizer` is the `AxOptimizer` for specs with
 `optimizer.fidelity`. Each request for n candidates is served slot by slot:
 
-1. a promotion, if `promotion.choose_promotion` finds a trial in the top 1/eta
-   of its rung (multi-objective rank; with `promotion: eager`, also the best of a
-   rung that has fewer than eta results) that was not promoted before: the same
-   configuration at the next rung, continuing that trial (`promoted_from`);
+1. a promotion, if `promotion.choose_promotion` finds a rung that may promote
+   one more of its trials (the top 1/eta; with `promotion: eager`, also the
+   best of a rung that has fewer than eta results): the same configuration at
+   the next rung, continuing that trial (`promoted_from`). With `rank: rung`
+   (the default) a rung is ranked by the values its trials reached there;
+   with `rank: model`, by what the model predicts they would reach at the top
+   rung (`predict_top`);
 2. otherwise a new configuration from Ax, started at the lowest rung.
 
 The model sees every trial at every rung. The fidelity parameter is one more
@@ -27,6 +30,7 @@ to `restore`, so nothing is promoted twice.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -129,8 +133,42 @@ class MultiFidelityOptimizer(AxOptimizer):
         results = [RungResult(i, self._rung[i], v) for i, v in self._results.items() if i in self._rung]
         chosen = choose_promotion(results, self._promoted, len(self.fidelity.rungs), self.fidelity.eta,
                                   self.spec.objectives, self.spec.parsed_constraints,
-                                  eager=self.fidelity.promotion == "eager")
+                                  eager=self.fidelity.promotion == "eager",
+                                  predict=self.predict_top if self.fidelity.rank == "model" else None)
         return None if chosen is None else chosen.index
+
+    def predict_top(self, results: Sequence[RungResult]) -> list[RungResult] | None:
+        """What the model predicts `results`' configurations would reach at the
+        top rung (the `model` rank of `promotion`), None while it cannot predict.
+
+        The model is Ax's, refitted on every result so far: the GP over every
+        rung with the fidelity as an input that proposals use, asked for its
+        posterior mean of each configuration at the top fidelity."""
+        from ax.core.observation import ObservationFeatures
+        from ax.utils.common.random import with_rng_seed
+
+        from nasctl.optimizer import logscale
+
+        fid = self.fidelity
+        client = self.client
+        gs = client._generation_strategy_or_choose()  # noqa: SLF001 - as in `generate`
+        try:
+            with self.fits.active(), logscale.proposal(), with_rng_seed(seed=client._random_seed):  # noqa: SLF001
+                adapter = gs.fit(experiment=client._experiment)  # noqa: SLF001
+            if adapter is None:
+                return None
+            mean, _ = adapter.predict([
+                ObservationFeatures(parameters={**self._configs[r.index], fid.parameter: fid.max})
+                for r in results])
+        except (NotImplementedError, AssertionError, ValueError):  # not a model yet (the quasi-random start)
+            return None
+        out = []
+        for i, r in enumerate(results):
+            values = {n: float(mean[a][i]) for n, a in self.names.items() if a in mean}
+            if any(n not in values or not math.isfinite(values[n]) for n in self.spec.objectives):
+                return None
+            out.append(RungResult(r.index, r.rung, values))
+        return out
 
     def promote(self, source: int) -> Candidate:
         """The configuration of trial `source` at the next rung, as a new (pending) trial."""

@@ -11,6 +11,7 @@ import pytest
 
 from nasctl.optimizer.ax_optimizer import RestoredTrial
 from nasctl.optimizer.multifidelity import PROMOTION, MultiFidelityOptimizer
+from nasctl.optimizer.promotion import RungResult
 from nasctl.spec import parse_spec
 
 SPEC = """
@@ -32,10 +33,11 @@ def evaluate(p: dict) -> dict[str, float]:
     return {"err": (p["x"] - 0.3) ** 2 + 0.2 * p["z"] + 0.5 / e, "size": (1 - p["x"]) + 0.1 * p["z"]}
 
 
-@pytest.mark.parametrize("rule", ["strict", "eager"])
-def test_promotions_come_first_and_indices_stay_aligned(rule: str) -> None:
-    spec = parse_spec(SPEC.replace("eta: 3}", f"eta: 3, promotion: {rule}}}"))
+@pytest.mark.parametrize(("rule", "rank"), [("strict", "rung"), ("eager", "rung"), ("eager", "model")])
+def test_promotions_come_first_and_indices_stay_aligned(rule: str, rank: str) -> None:
+    spec = parse_spec(SPEC.replace("eta: 3}", f"eta: 3, promotion: {rule}, rank: {rank}}}"))
     assert spec.optimizer.fidelity is not None and spec.optimizer.fidelity.promotion == rule
+    assert spec.optimizer.fidelity.rank == rank
     opt = MultiFidelityOptimizer(spec)
     history = []
     for step in range(14):
@@ -64,6 +66,36 @@ def test_promotions_come_first_and_indices_stay_aligned(rule: str) -> None:
     # no configuration was started twice
     configs = [(round(c.parameters["x"], 6), round(c.parameters["z"], 6)) for c in new]
     assert len(set(configs)) == len(configs)
+
+
+def test_the_model_rank_predicts_every_configuration_at_the_top_rung() -> None:
+    """Once the model is fitted, `predict_top` gives each configuration's top-rung
+    outcome: the fidelity-independent objective as observed, the error below what
+    one epoch reached (the model has seen the error fall with the epochs)."""
+    spec = parse_spec(SPEC)
+    opt = MultiFidelityOptimizer(spec)
+    history = []
+    for _ in range(16):
+        (c,) = opt.generate(1)
+        history.append(c)
+        opt.complete(c.index, evaluate(c.parameters))
+    assert any(c.method not in (PROMOTION, "Sobol", "CenterOfSearchSpace") for c in history)  # the model's
+    rung0 = [RungResult(c.index, 0, evaluate(c.parameters)) for c in history if c.parameters["epochs"] == 1]
+    predicted = opt.predict_top(rung0)
+    assert predicted is not None and [p.index for p in predicted] == [r.index for r in rung0]
+    for r, p in zip(rung0, predicted):
+        c = next(h for h in history if h.index == r.index)
+        truth = evaluate({**c.parameters, "epochs": 9})
+        assert p.values["size"] == pytest.approx(truth["size"], abs=0.05)
+        assert p.values["err"] < r.values["err"]  # better than at one epoch
+
+
+def test_the_model_rank_waits_for_the_model() -> None:
+    """Before the quasi-random start is over there is no model: `predict_top` says so."""
+    opt = MultiFidelityOptimizer(parse_spec(SPEC))
+    (c,) = opt.generate(1)
+    opt.complete(c.index, evaluate(c.parameters))
+    assert opt.predict_top([RungResult(c.index, 0, evaluate(c.parameters))]) is None
 
 
 def test_a_rebuilt_optimizer_never_promotes_a_recorded_promotion_again() -> None:

@@ -63,6 +63,7 @@ def test_spec_accepts_fidelity_and_passes_it_to_the_trial() -> None:
     ("{min: 0, max: 9}", "", "", "greater than 0"),
     ("{min: 1, max: 9, front: best}", "", "", "optimizer.fidelity.front"),
     ("{min: 1, max: 9, promotion: greedy}", "", "", "optimizer.fidelity.promotion: Input should be 'eager' or"),
+    ("{min: 1, max: 9, rank: best}", "", "", "optimizer.fidelity.rank: Input should be 'rung' or 'model'"),
     ("{min: 1, max: 9}", "", "early_stopping: {min_completed: 3}",
      "early_stopping and optimizer.fidelity cannot be combined"),
     ("{min: 1, max: 9}", "", "", None),
@@ -193,3 +194,56 @@ def test_eager_reaches_the_top_rung_with_the_first_configuration() -> None:
     results.append(rr(1, 0.6, 50, rung=1))  # trial 0 continued as trial 1
     c = choose_promotion(results, promoted, n_rungs=3, eta=3, objectives=OBJ, eager=True)
     assert c is not None and (c.index, c.rung) == (1, 1)
+
+
+# --- model rank: the same rule on the predicted top-rung values ------------------------------
+def certain(r: RungResult, values: dict[str, float]) -> RungResult:
+    return RungResult(r.index, r.rung, values)
+
+
+def test_model_rank_ranks_the_rung_by_the_predicted_top_rung_values() -> None:
+    results = [rr(0, 0.5, 50), rr(1, 0.9, 10), rr(2, 0.1, 90)]
+    asked: list[list[int]] = []
+
+    def predict(rung: list[RungResult]) -> list[RungResult]:
+        asked.append([r.index for r in rung])
+        # trial 2 is predicted to dominate both others at the top rung
+        return [certain(r, {"acc": 0.95, "size": 5.0} if r.index == 2 else {"acc": 0.6, "size": r.values["size"]})
+                for r in rung]
+
+    chosen = choose_promotion(results, set(), n_rungs=3, eta=3, objectives=OBJ, predict=predict)
+    assert chosen is not None and chosen.index == 2  # predicted best at the top, worst at the rung
+    assert sorted(asked[0]) == [0, 1, 2]
+    # the share is the rung rule's: one of three; a promoted trial is never chosen again
+    assert choose_promotion(results, {2}, n_rungs=3, eta=3, objectives=OBJ, predict=predict) is None
+
+
+def test_model_rank_puts_predicted_threshold_misses_last() -> None:
+    """A tiny network at chance accuracy is on the rung's front (it is the smallest),
+    but predicted to miss the accuracy threshold at the top, it is not promoted."""
+    objectives = {"acc": Objective(goal="maximize", threshold=0.8), "size": Objective(goal="minimize")}
+    tiny = rr(0, 0.10, 1000)
+    results = [tiny, rr(1, 0.60, 5000), rr(2, 0.55, 6000), *(rr(10 + i, 0.05, 90000) for i in range(6))]
+    top = {0: 0.40, 1: 0.95, 2: 0.93}
+
+    def predict(rung: list[RungResult]) -> list[RungResult]:
+        return [certain(r, {"acc": top.get(r.index, 0.85), "size": r.values["size"]}) for r in rung]
+
+    def promote_all(**kw: object) -> list[int]:
+        promoted: list[int] = []
+        while (c := choose_promotion(results, set(promoted), n_rungs=2, eta=3, objectives=objectives,
+                                     **kw)) is not None:  # type: ignore[arg-type]
+            promoted.append(c.index)
+        return promoted
+
+    assert sorted(promote_all()) == [0, 1, 2]  # nine results, three go on: the rung's front
+    assert promote_all(predict=predict) == [1, 2, 10]
+
+
+def test_model_rank_falls_back_to_the_rung_ranking_while_the_model_cannot_predict() -> None:
+    results = [rr(0, 0.5, 50), rr(1, 0.9, 10), rr(2, 0.1, 90)]
+    chosen = choose_promotion(results, set(), n_rungs=3, eta=3, objectives=OBJ, predict=lambda rung: None)
+    assert chosen is not None and chosen.index == 1
+    # fewer than eta results and not eager: nothing is due, whatever the model says
+    assert choose_promotion(results[:2], set(), n_rungs=3, eta=3, objectives=OBJ,
+                            predict=lambda rung: [certain(r, r.values) for r in rung]) is None
