@@ -253,6 +253,14 @@ def report(results: dict[str, Any], plot: str | None) -> None:
             wall = _mean([by_method[m][s]["wall_seconds"] for s in seeds])
             print(f"{m:8} {len(seeds):>5} " + " ".join(cols) + f"  {'/'.join(reach) or '-':>15} {secs:8.1f} "
                   f"{wall:7.0f}")
+        if "moasha" in traces:  # same-seed comparison with MO-ASHA: seeds ahead / common seeds, per column
+            for m, by_seed in traces.items():
+                common = sorted(set(by_seed) & set(traces["moasha"]))
+                if m == "moasha" or not common:
+                    continue
+                ahead = [sum(hv_at(by_seed[s], g) > hv_at(traces["moasha"][s], g) for s in common) for g in grid]
+                print(f"{m:8} above moasha on " + " ".join(f"{a:>4}/{len(common)}" for a in ahead)
+                      + " seeds (same seeds, same columns)")
     if plot:
         _plot(results, plot)
 

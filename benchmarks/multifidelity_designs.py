@@ -14,6 +14,7 @@ change rank between rungs. One worker, in process (no trial processes): the
 cost is the epochs trained (a promotion pays only the epochs it adds).
 
     python benchmarks/multifidelity_designs.py --seeds 0-2 --max-epochs 9 --budget-epochs 72
+    python benchmarks/multifidelity_designs.py --report benchmarks/results/multifidelity_designs.json
 """
 
 from __future__ import annotations
@@ -116,8 +117,12 @@ def main() -> int:
     ap.add_argument("--eta", type=positive_int, default=3)
     ap.add_argument("--budget-epochs", type=positive_int, default=72)
     ap.add_argument("--out", default="benchmarks/results/multifidelity_designs.json")
+    ap.add_argument("--report", help="print the table of this results file instead of running")
     args = ap.parse_args()
-    results: dict[str, Any] = {"meta": {k: v for k, v in vars(args).items()}, "runs": {}}
+    if args.report:
+        report(json.load(open(args.report)))
+        return 0
+    results: dict[str, Any] = {"meta": {k: v for k, v in vars(args).items() if k != "report"}, "runs": {}}
     for seed in args.seeds:
         for name in args.problems.split(","):
             for design in args.designs.split(","):
@@ -128,14 +133,18 @@ def main() -> int:
                       f"{len(trace)} trials, {time.process_time() - t0:.0f} CPU s", flush=True)
                 with open(args.out, "w") as f:
                     json.dump(results, f)
-    grid = [args.budget_epochs * f for f in (0.25, 0.5, 0.75, 1.0)]
+    report(results)
+    return 0
+
+
+def report(results: dict[str, Any]) -> None:
+    grid = [results["meta"]["budget_epochs"] * f for f in (0.25, 0.5, 0.75, 1.0)]
     for name, by_design in results["runs"].items():
         print(f"\n{name}: mean hypervolume at equal epochs")
-        print(f"{'design':10} {'seeds':>5} " + " ".join(f"@{g:>5.0f}ep" for g in grid))
+        print(f"{'design':16} {'seeds':>5} " + " ".join(f"@{g:>5.0f}ep" for g in grid))
         for design, by_seed in by_design.items():
             cols = [sum(hv_at(t, g) for t in by_seed.values()) / len(by_seed) for g in grid]
-            print(f"{design:10} {len(by_seed):>5} " + " ".join(f"{c:>8.4g}" for c in cols))
-    return 0
+            print(f"{design:16} {len(by_seed):>5} " + " ".join(f"{c:>8.4g}" for c in cols))
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ class MultiFidelityOptimizer(AxOptimizer):
         self._rung: dict[int, int] = {}  # trial index -> the rung it trains to
         self._results: dict[int, Mapping[str, float]] = {}  # completed trials' values
         self._promoted: set[int] = set()  # trials already promoted
+        self._model: tuple[int, Any] | None = None  # (results seen, Ax adapter) of the last `predict_top` fit
         # No quasi-random fast path: its draws would bypass `_trial_run` (every
         # new configuration starts at the lowest rung) and promotions attach
         # trials to Ax between them.
@@ -143,7 +144,8 @@ class MultiFidelityOptimizer(AxOptimizer):
 
         The model is Ax's, refitted on every result so far: the GP over every
         rung with the fidelity as an input that proposals use, asked for its
-        posterior mean of each configuration at the top fidelity."""
+        posterior mean of each configuration at the top fidelity. It is fitted
+        once per new result (a promotion decision asks for several rungs)."""
         from ax.core.observation import ObservationFeatures
         from ax.utils.common.random import with_rng_seed
 
@@ -153,8 +155,10 @@ class MultiFidelityOptimizer(AxOptimizer):
         client = self.client
         gs = client._generation_strategy_or_choose()  # noqa: SLF001 - as in `generate`
         try:
-            with self.fits.active(), logscale.proposal(), with_rng_seed(seed=client._random_seed):  # noqa: SLF001
-                adapter = gs.fit(experiment=client._experiment)  # noqa: SLF001
+            if self._model is None or self._model[0] != len(self._results):  # one fit per new result
+                with self.fits.active(), logscale.proposal(), with_rng_seed(seed=client._random_seed):  # noqa: SLF001
+                    self._model = (len(self._results), gs.fit(experiment=client._experiment))  # noqa: SLF001
+            adapter = self._model[1]
             if adapter is None:
                 return None
             mean, _ = adapter.predict([

@@ -52,10 +52,10 @@ Which trials of a rung go on (`optimizer.fidelity.rank`):
   to meet them all. A fidelity-independent objective (a parameter count is
   exact after one epoch) then counts as what it is, and a tiny network at
   chance accuracy is not promoted for being the smallest. Until the model
-  can predict (the quasi-random start), the `rung` ranking decides. Measured
-  on real training it did worse than `rung` (docs/multifidelity.md): the
-  posterior mean at an unobserved fidelity is pulled toward the average, so
-  the exact objectives (size) decide most of the ranking.
+  can predict (the quasi-random start), the `rung` ranking decides. That is
+  the intent; measured on real training `model` did worse than `rung` and
+  still promoted about as many near-chance results from the first rung
+  (docs/multifidelity.md), so `rung` is the default.
 
 This module is pure (numpy and moocore), so the rule is tested on its own.
 """
