@@ -190,6 +190,9 @@ class Budget(_Model):
     parallelism: int = Field(default=1, ge=1, le=1_000)
     trial_timeout: float | None = Field(default=None, gt=0, description="seconds")
     max_failures: int = Field(default=5, ge=0)
+    # with optimizer.fidelity: the total fidelity (epochs, say) all trials may
+    # train; a promotion counts what it adds to the trial it continues
+    max_fidelity: float | None = Field(default=None, gt=0)
 
 
 class Resources(_Model):
@@ -493,6 +496,15 @@ class ExperimentSpec(_Model):
             if self.early_stopping is not None:
                 raise ValueError("early_stopping and optimizer.fidelity cannot be combined (promotion already "
                                  "stops weak trials at each rung); remove one of them")
+        budget = self.budget.max_fidelity
+        if budget is not None:
+            _finite(budget, "budget.max_fidelity")
+            if fid is None:
+                raise ValueError("budget.max_fidelity needs optimizer.fidelity (it counts the fidelity trials "
+                                 "train to); add optimizer.fidelity or remove budget.max_fidelity")
+            if budget < fid.max:
+                raise ValueError(f"budget.max_fidelity ({budget:g}) is below optimizer.fidelity.max ({fid.max:g}), "
+                                 "so no trial could reach the top rung; raise it")
         return self
 
     # --- derived views -------------------------------------------------

@@ -267,6 +267,9 @@ class Orchestrator:
         self._wake = threading.Event()  # set when a job ended, a proposal is ready or a stop was asked for
         self._notified = False  # the runner wakes the loop when a job ends (no fast polling needed)
         self._fidelity: dict[int, float | None] = {}  # completed trials' fidelities (optimizer.fidelity)
+        self._trained_to: dict[int, float] = {}  # every recorded trial's fidelity (budget.max_fidelity)
+        self._spent_fidelity = 0.0  # what the recorded trials spend of budget.max_fidelity
+        self._fidelity_exhausted = False  # the next candidate did not fit budget.max_fidelity
 
     # --- public ----------------------------------------------------------------
     def request_stop(self, reason: str = "stopped by user", cancel: bool = False) -> None:
@@ -386,6 +389,7 @@ class Orchestrator:
         stopped = []
         for t in self.store.list_trials(self.exp.id):
             self._created += 1
+            self._charge(t.index, t.fidelity, t.promoted_from)
             if t.status.is_terminal:
                 self._counts[t.status.value] += 1
                 if t.status == TrialStatus.COMPLETED:
@@ -475,7 +479,37 @@ class Orchestrator:
                              trial_index=index)
 
     def _budget_spent(self) -> bool:
-        return self._created >= self.spec.budget.max_trials and not self._ready and self.gen.pending_request is None
+        return (self._created >= self.spec.budget.max_trials or self._fidelity_exhausted) and not self._ready \
+            and self.gen.pending_request is None
+
+    def _fidelity_cost(self, fidelity: float | None, promoted_from: int | None) -> float:
+        """What a trial spends of budget.max_fidelity: its fidelity, less that of the
+        trial it continues for a promotion (which resumes that trial's checkpoint)."""
+        if fidelity is None:
+            return 0.0
+        return fidelity - (self._trained_to.get(promoted_from, 0.0) if promoted_from is not None else 0.0)
+
+    def _charge(self, index: int, fidelity: float | None, promoted_from: int | None) -> None:
+        self._spent_fidelity += self._fidelity_cost(fidelity, promoted_from)
+        if fidelity is not None:
+            self._trained_to[index] = fidelity
+
+    def _fits_fidelity_budget(self, fidelity: float | None, promoted_from: int | None) -> bool:
+        budget = self.spec.budget.max_fidelity
+        if self._fidelity_exhausted:
+            return False
+        if budget is None:
+            return True
+        if self._spent_fidelity + self._fidelity_cost(fidelity, promoted_from) > budget + 1e-9:
+            # the run ends here: a later candidate would get an index after this
+            # abandoned one, and the store's indices must stay Ax's (no gaps)
+            self._fidelity_exhausted = True
+            msg = (f"budget.max_fidelity {budget:g}: {self._spent_fidelity:g} spent, the next trial would need "
+                   f"{self._fidelity_cost(fidelity, promoted_from):g} more; no new trials")
+            self.store.add_event(self.exp.id, "budget", msg)
+            self._note(msg)
+            return False
+        return True
 
     def _collect_proposals(self) -> None:
         proposal = self.gen.poll()
@@ -486,14 +520,17 @@ class Orchestrator:
         if proposal.log_scale is not None and proposal.log_scale != self._log_scale:
             self._log_scale_changed(proposal.log_scale)
         for cand in proposal.candidates:
-            if self._created >= self.spec.budget.max_trials:
+            fidelity = trial_fidelity(self.spec, cand.parameters)
+            if self._created >= self.spec.budget.max_trials or not self._fits_fidelity_budget(
+                    fidelity, cand.promoted_from):
                 self.gen.abandon(cand.index)
                 continue
             tdir = trial_dir(self.exp.work_dir, cand.index)
             rec = self.store.add_trial(
                 self.exp.id, cand.index, cand.parameters, cand.method, job_name(self.exp.name, cand.index), tdir,
-                fidelity=trial_fidelity(self.spec, cand.parameters), promoted_from=cand.promoted_from,
+                fidelity=fidelity, promoted_from=cand.promoted_from,
             )
+            self._charge(cand.index, fidelity, cand.promoted_from)
             failpoints.hit("after_record_candidate")
             if cand.promoted_from is not None:
                 failpoints.hit("after_record_promotion")
@@ -518,7 +555,7 @@ class Orchestrator:
         self._log_scale = metrics
 
     def _maybe_request(self) -> None:
-        if self.gen.pending_request is not None:
+        if self.gen.pending_request is not None or self._fidelity_exhausted:
             return
         free = self.spec.budget.parallelism + self._ahead() - len(self._running) - len(self._ready)
         left = self.spec.budget.max_trials - self._created

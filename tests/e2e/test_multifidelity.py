@@ -23,13 +23,13 @@ pytestmark = pytest.mark.e2e
 SCRIPT = Path(__file__).parent / "scripts" / "fidelity_trial.py"
 
 
-def write_spec(tmp_path: Path, name: str, max_trials: int, method: str = "sobol") -> Path:
+def write_spec(tmp_path: Path, name: str, max_trials: int, method: str = "sobol", budget: str = "") -> Path:
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(
         f"name: {name}\n"
         "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
         "objectives: {f1: {goal: minimize, threshold: 2.1}, f2: {goal: minimize, threshold: 3.1}}\n"
-        f"budget: {{max_trials: {max_trials}, parallelism: 2, max_failures: 0}}\n"
+        f"budget: {{max_trials: {max_trials}, parallelism: 2, max_failures: 0{budget}}}\n"
         f"trial: {{script: {SCRIPT}}}\n"
         "runner: {scheduler: local_cwd, cfg: {}}\n"
         f"optimizer: {{method: {method}, initial_trials: 4, seed: 3,"
@@ -102,6 +102,32 @@ def test_kill_nine_mid_rung_then_resume_promotes_nothing_twice(tmp_path: Path, s
     pareto = json.loads(run_cli("pareto", name, "--db", db_url, "--json").stdout)
     assert all(row["fidelity"] == 9 for row in pareto["front"])
     assert pareto["completed"] == sum(1 for t in trials if t["fidelity"] == 9)
+
+
+def test_a_fidelity_budget_ends_the_run_and_holds_across_a_crash(tmp_path: Path, sqlite_url: str) -> None:
+    """budget.max_fidelity: the run ends when the next trial would not fit; a promotion
+    costs the epochs it adds; an orchestrator killed mid-run and resumed counts what
+    was spent before the crash."""
+    name, budget = "mf-budget", 20
+    spec = write_spec(tmp_path, name, 100, budget=f", max_fidelity: {budget}")
+    env = {"NASCTL_TEST_RUNS": str(tmp_path / "runs.log"), "NASCTL_TEST_SLEEP": "0.2"}
+    proc = launch(["run", str(spec), "--db", sqlite_url], tmp_path, {**env, "NASCTL_FAILPOINTS": "after_finish_trial:6"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    proc = launch(["resume", name, "--db", sqlite_url], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    trials = json.loads(run_cli("trials", name, "--db", sqlite_url, "--json").stdout)
+    by_index = {t["index"]: t for t in trials}
+    cost = sum(t["fidelity"] - (by_index[t["promoted_from"]]["fidelity"] if t["promoted_from"] is not None else 0)
+               for t in trials)
+    assert all(t["status"] == "COMPLETED" for t in trials) and len(trials) < 100
+    assert any(t["promoted_from"] is not None for t in trials)
+    # within the budget, and ended only because the next trial (a new one costs 1 epoch,
+    # a promotion 2 or 6 more) did not fit
+    assert budget - 6 < cost <= budget
+    store = Store(sqlite_url)
+    events = store.events(store.get_experiment(name).id, kinds=["budget"])
+    store.close()
+    assert len(events) == 1 and f"{cost:g} spent" in events[0].message
 
 
 def test_the_database_refuses_a_second_promotion_of_a_trial(sqlite_url: str, tmp_path: Path) -> None:

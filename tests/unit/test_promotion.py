@@ -78,6 +78,25 @@ def test_spec_errors_are_one_line(fidelity: str, extra: str, tail: str, message:
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(("budget", "fidelity", "message"), [
+    (30, "{min: 1, max: 9}", None),
+    (9, "{min: 1, max: 9}", None),
+    (5, "{min: 1, max: 9}", "budget.max_fidelity (5) is below optimizer.fidelity.max (9), so no trial could reach"),
+    (0, "{min: 1, max: 9}", "budget.max_fidelity: Input should be greater than 0"),
+    (30, None, "budget.max_fidelity needs optimizer.fidelity"),
+])
+def test_the_fidelity_budget_is_checked(budget: float, fidelity: str | None, message: str | None) -> None:
+    text = spec_text(fidelity or "{min: 1, max: 9}").replace("max_trials: 10}", f"max_trials: 10, max_fidelity: {budget}}}")
+    if fidelity is None:
+        text = text.replace("optimizer: {fidelity: {min: 1, max: 9}}", "")
+    if message is None:
+        assert parse_spec(text).budget.max_fidelity == budget
+        return
+    with pytest.raises(SpecError) as e:
+        parse_spec(text)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
 # --- the multi-objective ranking ---------------------------------------------------------
 def rr(index: int, acc: float, size: float, rung: int = 0, **more: float) -> RungResult:
     return RungResult(index, rung, {"acc": acc, "size": size, **more})
