@@ -97,8 +97,7 @@ def make_spec(problem: str, method: str, seed: int, max_epochs: int, eta: int, b
         optimizer["fidelity"] = {"parameter": "epochs", "min": 1, "max": max_epochs, "eta": eta,
                                  "promotion": "strict" if method == "mf-strict" else "eager",
                                  "rank": "model" if method == "mf-model" else "rung"}
-        # successive halving spends about (number of rungs) x min epochs per configuration
-        # plus the promotions: allow as many trials as epochs, the epoch budget ends the run
+        # the epoch budget (budget.max_fidelity) ends the run; as many trials as epochs never binds
         max_trials = budget_epochs
     else:
         space["epochs"] = {"type": "fixed", "value": max_epochs}
@@ -109,7 +108,8 @@ def make_spec(problem: str, method: str, seed: int, max_epochs: int, eta: int, b
         "name": f"{problem}-{method.replace('_', '-')}-{seed}",
         "search_space": space,
         "objectives": p["objectives"],
-        "budget": {"max_trials": max_trials, "parallelism": parallelism, "trial_timeout": 900, "max_failures": 5},
+        "budget": {"max_trials": max_trials, "parallelism": parallelism, "trial_timeout": 900, "max_failures": 5,
+                   **({"max_fidelity": budget_epochs} if method.startswith("mf") else {})},
         "trial": {**p["trial"], "args": TRIAL_ARGS, "resources": {"cpu": 1, "mem_mb": 2000, "gpu": 0}},
         "runner": {"scheduler": "local_cwd", "cfg": {}},
         "optimizer": optimizer,
@@ -134,17 +134,8 @@ def run_nasctl(problem: str, method: str, seed: int, args: argparse.Namespace, w
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cli = [sys.executable, "-m", "nasctl"]
     t0 = time.monotonic()
-    proc = subprocess.Popen([*cli, "run", path, "--db", db, "--workdir", os.path.join(work, spec["name"]),
-                             "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if method.startswith("mf"):  # an epoch budget: stop the run once it is spent
-        while proc.poll() is None:
-            time.sleep(3)
-            spent = sum(r["cost_epochs"] for r in _records(cli, env, spec["name"], db, args.max_epochs))
-            if spent >= args.budget_epochs:
-                subprocess.run([*cli, "stop", spec["name"], "--db", db, "--cancel"], env=env,
-                               capture_output=True, check=False)
-                break
-    proc.communicate()
+    subprocess.run([*cli, "run", path, "--db", db, "--workdir", os.path.join(work, spec["name"]), "--json"],
+                   env=env, capture_output=True, text=True, check=False)
     return {"records": _records(cli, env, spec["name"], db, args.max_epochs),
             "wall_seconds": time.monotonic() - t0}
 
