@@ -211,6 +211,15 @@ def hv_at(trace: list[tuple[float, float, float]], epochs: float) -> float:
     return best
 
 
+def hv_at_seconds(trace: list[tuple[float, float, float]], seconds: float, budget_epochs: float) -> float:
+    """The hypervolume after `seconds` of training, counting results within the epoch budget only."""
+    best = 0.0
+    for e, sec, hv in trace:
+        if sec <= seconds + 1e-9 and e <= budget_epochs + 1e-9:
+            best = hv
+    return best
+
+
 def epochs_to_reach(trace: list[tuple[float, float, float]], target: float) -> float | None:
     for e, _, hv in trace:
         if hv >= target - 1e-12 and target > 0:
@@ -281,18 +290,26 @@ def _plot(results: dict[str, Any], path: str) -> None:
 
     meta = results["meta"]
     problems = list(results["runs"])
-    fig, axes = plt.subplots(1, len(problems), figsize=(5.5 * len(problems), 4), squeeze=False)
-    for ax, problem in zip(axes[0], problems):
-        for m, runs in results["runs"][problem].items():
-            grid = [meta["budget_epochs"] * i / 50 for i in range(51)]
-            curves = [[hv_at(hv_trace(r["records"], problem, meta["max_epochs"]), g) for g in grid]
-                      for r in runs.values()]
-            mean = [_mean([c[i] for c in curves]) for i in range(len(grid))]
-            ax.plot(grid, mean, label=f"{m} ({len(curves)} seeds)")
-        ax.set_title(f"{problem} (max {meta['max_epochs']} epochs, eta {meta['eta']})")
-        ax.set_xlabel("training epochs spent (all trials)")
-        ax.set_ylabel("hypervolume, top-rung results")
-        ax.legend(fontsize=8)
+    # top row: against training epochs; bottom row: against the trainers' own seconds
+    fig, axes = plt.subplots(2, len(problems), figsize=(5.5 * len(problems), 8), squeeze=False)
+    for col, problem in enumerate(problems):
+        traces = {m: [hv_trace(r["records"], problem, meta["max_epochs"]) for r in runs.values()]
+                  for m, runs in results["runs"][problem].items()}
+        grid = [meta["budget_epochs"] * i / 50 for i in range(51)]
+        last = max((t[-1][1] for ts in traces.values() for t in ts if t), default=1.0)
+        seconds = [last * i / 50 for i in range(51)]
+        for m, ts in traces.items():
+            by_epochs = [_mean([hv_at(t, g) for t in ts]) for g in grid]
+            by_seconds = [_mean([hv_at_seconds(t, g, meta["budget_epochs"]) for t in ts]) for g in seconds]
+            color = f"C{METHODS.index(m)}" if m in METHODS else None  # one colour per method in every panel
+            axes[0][col].plot(grid, by_epochs, label=f"{m} ({len(ts)} seeds)", color=color)
+            axes[1][col].plot(seconds, by_seconds, label=f"{m} ({len(ts)} seeds)", color=color)
+        axes[0][col].set_title(f"{problem} (max {meta['max_epochs']} epochs, eta {meta['eta']})")
+        axes[0][col].set_xlabel("training epochs spent (all trials)")
+        axes[1][col].set_xlabel("training seconds spent (trainer.fit, all trials; within the epoch budget)")
+        for ax in (axes[0][col], axes[1][col]):
+            ax.set_ylabel("hypervolume, top-rung results")
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"wrote {path}")
