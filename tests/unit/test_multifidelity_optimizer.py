@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from nasctl.optimizer.ax_optimizer import RestoredTrial
+from nasctl.optimizer.ax_optimizer import Candidate, RestoredTrial
 from nasctl.optimizer.multifidelity import PROMOTION, MultiFidelityOptimizer
 from nasctl.optimizer.promotion import RungResult
 from nasctl.spec import parse_spec
@@ -31,6 +31,17 @@ optimizer: {initial_trials: 4, seed: 1, fidelity: {parameter: epochs, min: 1, ma
 def evaluate(p: dict) -> dict[str, float]:
     e = float(p["epochs"])
     return {"err": (p["x"] - 0.3) ** 2 + 0.2 * p["z"] + 0.5 / e, "size": (1 - p["x"]) + 0.1 * p["z"]}
+
+
+def drive(opt: MultiFidelityOptimizer, steps: int, complete_last: bool = True) -> list[Candidate]:
+    """`steps` candidates one at a time, each completed (the last only if `complete_last`)."""
+    history = []
+    for step in range(steps):
+        (c,) = opt.generate(1)
+        history.append(c)
+        if complete_last or step < steps - 1:
+            opt.complete(c.index, evaluate(c.parameters))
+    return history
 
 
 @pytest.mark.parametrize(("rule", "rank"), [("strict", "rung"), ("eager", "rung"), ("eager", "model")])
@@ -72,13 +83,8 @@ def test_the_model_rank_predicts_every_configuration_at_the_top_rung() -> None:
     """Once the model is fitted, `predict_top` gives each configuration's top-rung
     outcome: the fidelity-independent objective as observed, the error below what
     one epoch reached (the model has seen the error fall with the epochs)."""
-    spec = parse_spec(SPEC)
-    opt = MultiFidelityOptimizer(spec)
-    history = []
-    for _ in range(16):
-        (c,) = opt.generate(1)
-        history.append(c)
-        opt.complete(c.index, evaluate(c.parameters))
+    opt = MultiFidelityOptimizer(parse_spec(SPEC))
+    history = drive(opt, 16)
     assert any(c.method not in (PROMOTION, "Sobol", "CenterOfSearchSpace") for c in history)  # the model's
     rung0 = [RungResult(c.index, 0, evaluate(c.parameters)) for c in history if c.parameters["epochs"] == 1]
     predicted = opt.predict_top(rung0)
@@ -100,13 +106,7 @@ def test_the_model_rank_waits_for_the_model() -> None:
 
 def test_a_rebuilt_optimizer_never_promotes_a_recorded_promotion_again() -> None:
     spec = parse_spec(SPEC)
-    opt = MultiFidelityOptimizer(spec)
-    stored = []
-    for _ in range(6):
-        (c,) = opt.generate(1)
-        stored.append(c)
-        if len(stored) < 6:
-            opt.complete(c.index, evaluate(c.parameters))
+    stored = drive(MultiFidelityOptimizer(spec), 6, complete_last=False)
     last = stored[-1]
     assert any(c.promoted_from is not None for c in stored)
     # resume: the last one (maybe a promotion) was recorded but never ran
