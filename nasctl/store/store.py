@@ -358,7 +358,18 @@ class Store:
         Either way the database is read once here, so a file that is not one is refused at once."""
         empty = migrate.is_empty(self.engine)
         if initialize and empty:
-            migrate.upgrade(self.engine)
+            try:
+                migrate.upgrade(self.engine)
+            except StorageError as e:
+                cause = e.__cause__
+                if isinstance(cause, OperationalError) and _dropped(cause):
+                    # the connection went away mid-migration: if nothing was written (always
+                    # on PostgreSQL and SQLite, where it is one transaction; on MySQL only
+                    # before its first DDL), `_open_with_backoff` tries again
+                    self.engine.dispose()
+                    if migrate.is_empty(self.engine):
+                        raise cause from None
+                raise
         elif check:
             if empty:
                 raise NotFoundError(

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -118,3 +119,54 @@ def test_run_survives_a_database_restart(tmp_path: Path, db_url: str) -> None:
     # every trial's whole curve and both objectives: loss at steps 0-2, f1 and f2 at step 3
     assert store.count_observations(store.get_experiment("restarted").id) == 6 * 5
     store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_connection_dropped_during_the_first_migration_is_retried(db_url: str) -> None:
+    """The server ends the connection that is creating the schema (as an administrator
+    ending sessions, or the killer above, may at any instant): the migration was one
+    transaction, so nothing was written, and opening the store tries again."""
+    from nasctl.store import Store, migrate
+
+    name = make_url(db_url).database
+    # another transaction creates the schema's first table and holds it uncommitted:
+    # the store's migration waits on it, at a known point, until it is ended
+    blocker = create_engine(db_url)
+    conn = blocker.connect()
+    tx = conn.begin()
+    conn.execute(text("CREATE TABLE alembic_version (version_num varchar(32) NOT NULL)"))
+    result: dict[str, object] = {}
+
+    def open_store() -> None:
+        try:
+            result["store"] = Store(db_url, create=True)
+        except Exception as e:  # reported below
+            result["error"] = e
+
+    opener = threading.Thread(target=open_store)
+    opener.start()
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as c:
+            deadline = time.monotonic() + 60
+            while True:
+                waiting = c.execute(text("SELECT pid FROM pg_stat_activity WHERE datname = :d "
+                                         "AND wait_event_type = 'Lock'"), {"d": name}).scalars().all()
+                if waiting:
+                    break
+                assert opener.is_alive() and time.monotonic() < deadline, result
+                time.sleep(0.05)
+            assert c.execute(text("SELECT pg_terminate_backend(:p)"), {"p": waiting[0]}).scalar()
+    finally:
+        tx.rollback()
+        conn.close()
+        blocker.dispose()
+        admin.dispose()
+    opener.join(60)
+    assert "error" not in result, result.get("error")
+    store = result["store"]
+    assert isinstance(store, Store)
+    try:
+        assert migrate.current_revision(store.engine) == migrate.head_revision()
+    finally:
+        store.close()
