@@ -266,8 +266,7 @@ class Orchestrator:
         self._waiting: set[int] = set()  # candidates marked as waiting for devices
         self._wake = threading.Event()  # set when a job ended, a proposal is ready or a stop was asked for
         self._notified = False  # the runner wakes the loop when a job ends (no fast polling needed)
-        self._fidelity: dict[int, float | None] = {}  # completed trials' fidelities (optimizer.fidelity)
-        self._trained_to: dict[int, float] = {}  # every recorded trial's fidelity (budget.max_fidelity)
+        self._fidelity: dict[int, float] = {}  # every recorded trial's fidelity (optimizer.fidelity)
         self._spent_fidelity = 0.0  # what the recorded trials spend of budget.max_fidelity
         self._fidelity_exhausted = False  # the next candidate did not fit budget.max_fidelity
 
@@ -394,7 +393,6 @@ class Orchestrator:
                 self._counts[t.status.value] += 1
                 if t.status == TrialStatus.COMPLETED:
                     self._completed.append((t.index, dict(t.values)))
-                    self._fidelity[t.index] = t.fidelity
                     if self._stopper is not None:
                         self._stopper.track(t.index, t.parameters)
                         wanted = self._stopper.curve_metrics
@@ -487,12 +485,12 @@ class Orchestrator:
         trial it continues for a promotion (which resumes that trial's checkpoint)."""
         if fidelity is None:
             return 0.0
-        return fidelity - (self._trained_to.get(promoted_from, 0.0) if promoted_from is not None else 0.0)
+        return fidelity - (self._fidelity.get(promoted_from, 0.0) if promoted_from is not None else 0.0)
 
     def _charge(self, index: int, fidelity: float | None, promoted_from: int | None) -> None:
         self._spent_fidelity += self._fidelity_cost(fidelity, promoted_from)
         if fidelity is not None:
-            self._trained_to[index] = fidelity
+            self._fidelity[index] = fidelity
 
     def _fits_fidelity_budget(self, fidelity: float | None, promoted_from: int | None) -> bool:
         budget = self.spec.budget.max_fidelity
@@ -500,12 +498,13 @@ class Orchestrator:
             return False
         if budget is None:
             return True
-        if self._spent_fidelity + self._fidelity_cost(fidelity, promoted_from) > budget + 1e-9:
+        cost = self._fidelity_cost(fidelity, promoted_from)
+        if self._spent_fidelity + cost > budget + 1e-9:
             # the run ends here: a later candidate would get an index after this
             # abandoned one, and the store's indices must stay Ax's (no gaps)
             self._fidelity_exhausted = True
             msg = (f"budget.max_fidelity {budget:g}: {self._spent_fidelity:g} spent, the next trial would need "
-                   f"{self._fidelity_cost(fidelity, promoted_from):g} more; no new trials")
+                   f"{cost:g} more; no new trials")
             self.store.add_event(self.exp.id, "budget", msg)
             self._note(msg)
             return False
@@ -858,7 +857,6 @@ class Orchestrator:
             if rec.started_at is not None:
                 self._durations.append(time.time() - _epoch(rec))
             self._completed.append((rec.index, values))
-            self._fidelity[rec.index] = rec.fidelity
             self._note(f"trial {rec.index} completed: " + _fmt_values(values, self.spec.objectives))
         elif status == TrialStatus.FAILED:
             self.gen.fail(rec.index, reason)
