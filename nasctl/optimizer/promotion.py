@@ -29,13 +29,22 @@ the rung it trained to):
 
 1. trials that meet the outcome constraints (`constraints:` in the spec) come
    before those that do not, which are ordered by how far they miss;
-   objective thresholds are not used here: at a low rung accuracy thresholds
-   meant for the full training are rarely met, and they would not rank anything;
+   objective thresholds are not constraints here: at a low rung accuracy
+   thresholds meant for the full training are rarely met, and they would not
+   rank anything (they set the reference point in 3);
 2. then by non-dominated sorting rank (moocore's `pareto_rank`);
-3. within one front, by exclusive hypervolume contribution (larger first),
-   measured on objectives scaled to [0, 1] across the rung, with the reference
-   point 0.1 beyond the worst value of each; a trial sharing its point with
-   another contributes nothing alone, and those ties go to the earlier trial.
+3. within one front, by exclusive hypervolume contribution (larger first).
+   Objectives are scaled to [0, 1] across the rung; each one's reference is
+   its threshold or 0.1 beyond the rung's worst value, whichever is worse. So
+   every trial of the rung counts, and an objective whose threshold lies far
+   beyond the rung's values weighs by the room the threshold leaves, as in
+   the hypervolume the front is judged by: with `num_params <= 80000` and
+   networks of 1,500 to 26,000 parameters, a network's size spans a third of
+   its scale, not all of it, and a tiny network near chance accuracy does not
+   out-rank an accurate one for being the smallest. Without thresholds the
+   reference is 0.1 beyond the worst value of each (the scale is the rung's
+   range). A trial sharing its point with another contributes nothing alone,
+   and those ties go to the earlier trial.
 
 Which trials of a rung go on (`optimizer.fidelity.rank`):
 
@@ -108,7 +117,11 @@ def rank_order(results: Sequence[RungResult], objectives: Mapping[str, Objective
     worst = np.where(np.isfinite(worst), worst, 0.0)
     y = np.where(np.isfinite(y), y, worst + 1.0)
     lo, hi = y.min(axis=0), y.max(axis=0)
-    z = (y - lo) / np.where(hi > lo, hi - lo, 1.0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    z = (y - lo) / span  # the rung's range is [0, 1]
+    threshold = np.array([-np.inf if (t := objectives[m].threshold) is None
+                          else (-1.0 if objectives[m].maximize else 1.0) * t for m in names])
+    ref = np.maximum(1.1, (threshold - lo) / span)  # 0.1 beyond the worst, or the threshold if worse
     miss = np.array([violation(r.values, constraints) for r in results])
     key_rank = np.zeros(len(results))
     key_contrib = np.zeros(len(results))
@@ -123,7 +136,7 @@ def rank_order(results: Sequence[RungResult], objectives: Mapping[str, Objective
             if members.size == 1:
                 key_contrib[members] = np.inf
                 continue
-            key_contrib[members] = moocore.hv_contributions(z[members], ref=np.full(z.shape[1], 1.1))
+            key_contrib[members] = moocore.hv_contributions(z[members], ref=ref)
     order = sorted(range(len(results)), key=lambda i: (
         miss[i] > 0, miss[i], key_rank[i], -key_contrib[i], results[i].index))
     return [results[i] for i in order]

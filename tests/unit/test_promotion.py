@@ -124,6 +124,20 @@ def test_hypervolume_contribution_breaks_ties_within_a_front() -> None:
     assert order.index(2) < order.index(3)
 
 
+def test_thresholds_set_the_reference_so_size_weighs_by_the_room_they_leave() -> None:
+    # the first rung of a space of 1,500 to 26,000 parameters judged against num_params <= 80000:
+    # on the rung's own range (no thresholds) the tiny network near chance (0) is second, for being
+    # the smallest; against the thresholds its size saves little and the accurate one (2) is second
+    results = [rr(0, 0.30, 1500), rr(1, 0.62, 9000), rr(2, 0.70, 26000), rr(3, 0.20, 20000),
+               rr(4, 0.50, 22000)]
+    assert [r.index for r in rank_order(results, OBJ)] == [1, 0, 2, 4, 3]
+    judged = {"acc": Objective(goal="maximize", threshold=0.8), "size": Objective(goal="minimize", threshold=80000)}
+    assert [r.index for r in rank_order(results, judged)] == [1, 2, 0, 4, 3]
+    # a threshold inside the rung's values leaves the reference at the rung's worst: the same order
+    inside = {"acc": Objective(goal="maximize", threshold=0.4), "size": Objective(goal="minimize", threshold=2000)}
+    assert [r.index for r in rank_order(results, inside)] == [1, 0, 2, 4, 3]
+
+
 def test_infeasible_results_rank_last_by_how_far_they_miss() -> None:
     cons = [parse_constraint("latency <= 5")]
     results = [rr(0, 0.99, 1, latency=9), rr(1, 0.5, 50, latency=1), rr(2, 0.98, 2, latency=6)]
