@@ -331,6 +331,7 @@ def main() -> int:
     ap.add_argument("--plot", help="with --report: write the figure here")
     ap.add_argument("--report-seeds", type=seeds, help="with --report: only these seeds (to compare methods on the "
                                                         "same seeds)")
+    ap.add_argument("--report-methods", help="with --report: only these methods (comma-separated)")
     args = ap.parse_args()
     if args.report:
         merged = merge([json.load(open(p)) for p in args.report])
@@ -339,6 +340,10 @@ def main() -> int:
             for by_method in merged["runs"].values():
                 for m in by_method:
                     by_method[m] = {s: r for s, r in by_method[m].items() if s in keep}
+        if args.report_methods:
+            keep_methods = set(args.report_methods.split(","))
+            for problem in merged["runs"]:
+                merged["runs"][problem] = {m: r for m, r in merged["runs"][problem].items() if m in keep_methods}
         report(merged, args.plot)
         return 0
     problems = [p for p in args.problems.split(",") if p]

@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.multifidelity import PROBLEMS, TRIAL_ARGS, make_spec  # noqa: E402
+from benchmarks.multifidelity_designs import hv_at  # noqa: E402
 
 
 # --- collect ---------------------------------------------------------------------------------------
@@ -176,14 +177,6 @@ def simulate_asha(pool: Pool, order: Sequence[tuple[int, str]], rungs: Sequence[
             top.append((acc, pool.params[config[0]]))
         trace.append((spent, hypervolume(top, problem)))
     return trace
-
-
-def hv_at(trace: Sequence[tuple[float, float]], epochs: float) -> float:
-    best = 0.0
-    for e, hv in trace:
-        if e <= epochs + 1e-9:
-            best = hv
-    return best
 
 
 def report(data: dict[str, Any], draws: int, budget_trainings: int, share: float, seed: int, min_epochs: int,
