@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import statistics
@@ -40,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,24 +91,14 @@ def collect(problem: str, configs: int, train_seed: int, max_epochs: int, parall
 
 # --- report ----------------------------------------------------------------------------------------
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
-    def ranks(v: Sequence[float]) -> list[float]:
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0.0] * len(v)
-        i = 0
-        while i < len(order):  # ties share their mean rank
-            j = i
-            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                r[order[k]] = (i + j) / 2
-            i = j + 1
-        return r
+    """Spearman's rank correlation (ties share their mean rank); nan when either side is constant."""
+    import warnings
 
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = statistics.fmean(rx), statistics.fmean(ry)
-    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    den = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
-    return num / den if den else math.nan
+    from scipy.stats import spearmanr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SciPy warns on constant input, and answers nan
+        return float(spearmanr(xs, ys).statistic)
 
 
 def hypervolume(points: Sequence[tuple[float, float]], problem: str) -> float:
@@ -152,7 +141,7 @@ def simulate_asha(pool: Pool, order: Sequence[tuple[int, str]], rungs: Sequence[
     results: list[RungResult] = []
     promoted: set[int] = set()
     trial_config: list[tuple[int, str]] = []
-    spent, top, trace = 0.0, [], []
+    spent, top, trace, hv = 0.0, [], [], 0.0
     nxt = 0
     while spent < budget:
         pick = choose_promotion(results, promoted, len(rungs), eta, objectives, eager=eager)
@@ -173,9 +162,10 @@ def simulate_asha(pool: Pool, order: Sequence[tuple[int, str]], rungs: Sequence[
         ranked = pool.acc(config[0], config[1], rungs[-1]) if oracle else acc
         results.append(RungResult(index=len(trial_config) - 1, rung=rung,
                                   values={"val_acc": ranked, "num_params": pool.params[config[0]]}))
-        if rung == len(rungs) - 1:
+        if rung == len(rungs) - 1:  # the front changes only with a top-rung result
             top.append((acc, pool.params[config[0]]))
-        trace.append((spent, hypervolume(top, problem)))
+            hv = hypervolume(top, problem)
+        trace.append((spent, hv))
     return trace
 
 
