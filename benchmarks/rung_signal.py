@@ -174,7 +174,7 @@ def report(data: dict[str, Any], draws: int, budget_trainings: int, share: float
     from nasctl.spec import FidelitySpec
 
     max_epochs = data["meta"]["max_epochs"]
-    rungs = list(FidelitySpec(parameter="epochs", min=min_epochs, max=max_epochs, eta=eta).rungs)
+    rungs = [int(r) for r in FidelitySpec(parameter="epochs", min=min_epochs, max=max_epochs, eta=eta).rungs]
     for problem, by_seed in data["runs"].items():
         pool = Pool(by_seed)
         print(f"\n{problem}: {len(pool.configs)} configurations x {len(pool.seeds)} training seeds, "
