@@ -1,0 +1,122 @@
+"""Lease owners (`host:pid:start`) and the staleness rules, each with a yes and a no case."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import subprocess
+import sys
+from datetime import datetime, timedelta
+
+import psutil
+import pytest
+
+from nasctl.leases import LeaseOwner, heartbeat_stale, lease_stale, owner_alive, owner_dead, owner_id
+
+HOST = socket.gethostname()
+NOW = datetime(2026, 11, 1, 12, 0, 0)
+
+
+def dead_owner() -> str:
+    """The owner text of a process of this host that has ended (and been reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    started = psutil.Process(proc.pid).create_time()
+    proc.wait()
+    return f"{HOST}:{proc.pid}:{started:.3f}"
+
+
+# --- the owner's text ----------------------------------------------------------------
+def test_owner_id_names_this_process_and_parses_back() -> None:
+    text = owner_id()
+    owner = LeaseOwner.parse(text)
+    assert owner.host == HOST and owner.pid == os.getpid()
+    assert owner.started is not None and abs(owner.started - psutil.Process().create_time()) < 0.001
+    assert str(owner) == text
+    assert text == f"{HOST}:{os.getpid()}:{psutil.Process().create_time():.3f}"
+
+
+def test_parse_reads_older_and_damaged_owners_without_raising() -> None:
+    assert LeaseOwner.parse("h:12") == LeaseOwner("h", 12, None)
+    assert LeaseOwner.parse("h:12:100.5") == LeaseOwner("h", 12, 100.5)
+    assert LeaseOwner.parse("h:x:100.5") == LeaseOwner("h", None, 100.5)
+    assert LeaseOwner.parse("h") == LeaseOwner("h", None, None)
+    odd = LeaseOwner.parse("h:12:later")
+    assert odd.pid == 12 and odd.started is not None and math.isnan(odd.started)
+
+
+# --- is the owner alive? -------------------------------------------------------------
+def test_owner_alive_yes_for_this_process() -> None:
+    assert owner_alive(owner_id()) is True
+    assert owner_alive(f"{HOST}:{os.getpid()}") is True  # no start time recorded: the pid decides
+
+
+def test_owner_alive_no_for_an_ended_process_of_this_host() -> None:
+    assert owner_alive(dead_owner()) is False
+
+
+def test_owner_alive_no_for_a_reused_pid() -> None:
+    started = psutil.Process().create_time()
+    assert owner_alive(f"{HOST}:{os.getpid()}:{started - 5:.3f}") is False  # same pid, another process
+    assert owner_alive(f"{HOST}:{os.getpid()}:later") is False  # a start time no process has
+
+
+def test_owner_alive_unknown_elsewhere_or_without_a_pid() -> None:
+    assert owner_alive(f"not-{HOST}:{os.getpid()}:0") is None
+    assert owner_alive(f"{HOST}:pid:0") is None
+
+
+# --- the rules -----------------------------------------------------------------------
+def test_heartbeat_stale_yes_once_old_enough_or_missing() -> None:
+    assert heartbeat_stale(NOW - timedelta(seconds=30), 30, NOW)
+    assert heartbeat_stale(NOW - timedelta(hours=1), 30, NOW)
+    assert heartbeat_stale(None, 30, NOW)
+
+
+def test_heartbeat_stale_no_while_fresh() -> None:
+    assert not heartbeat_stale(NOW - timedelta(seconds=29.9), 30, NOW)
+    assert not heartbeat_stale(NOW, 30, NOW)
+
+
+def test_owner_dead_yes_only_when_known_dead() -> None:
+    assert owner_dead(dead_owner())
+    assert owner_dead("h:1:0", lambda owner: False)
+
+
+def test_owner_dead_no_when_alive_unknown_or_unchecked() -> None:
+    assert not owner_dead(owner_id())
+    assert not owner_dead(f"not-{HOST}:1:0")  # another host: cannot tell, so not dead
+    assert not owner_dead("h:1:0", lambda owner: None)
+    assert not owner_dead("h:1:0", None)
+
+
+def test_lease_stale_yes_when_free_old_or_its_owner_is_dead() -> None:
+    assert lease_stale(None, None, 30, now=NOW)
+    assert lease_stale("", NOW, 30, now=NOW)
+    assert lease_stale("h:1:0", NOW - timedelta(seconds=31), 30, now=NOW, is_alive=lambda owner: True)
+    assert lease_stale("h:1:0", None, 30, now=NOW, is_alive=lambda owner: True)
+    assert lease_stale(dead_owner(), NOW, 30, now=NOW)  # the default check: a process of this host
+
+
+def test_lease_stale_no_while_fresh_and_not_known_dead() -> None:
+    assert not lease_stale(owner_id(), NOW, 30, now=NOW)
+    assert not lease_stale(f"not-{HOST}:1:0", NOW, 30, now=NOW)  # elsewhere: the heartbeat decides
+    assert not lease_stale("h:1:0", NOW - timedelta(seconds=10), 30, now=NOW, is_alive=None)
+
+
+def test_lease_stale_asks_about_the_owner_only_while_its_heartbeat_is_fresh() -> None:
+    asked: list[str] = []
+
+    def is_alive(owner: str) -> bool:
+        asked.append(owner)
+        return True
+
+    assert lease_stale("h:1:0", NOW - timedelta(seconds=60), 30, now=NOW, is_alive=is_alive)
+    assert asked == []
+    assert not lease_stale("h:1:0", NOW, 30, now=NOW, is_alive=is_alive)
+    assert asked == ["h:1:0"]
+
+
+@pytest.mark.parametrize("text", ["h:1:0.000", "h:1", "h::12.500"])
+def test_owner_text_round_trips(text: str) -> None:
+    assert str(LeaseOwner.parse(text)) == text
