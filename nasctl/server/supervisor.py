@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nasctl.errors import AlreadyExistsError, LeaseError, NasctlError, NotFoundError
+from nasctl.leases import owner_alive, owner_id
 from nasctl.orchestration import control
-from nasctl.orchestration.loop import Orchestrator, owner_alive, owner_id
+from nasctl.orchestration.loop import Orchestrator
 from nasctl.runners import get_runner
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store

@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, TypeVar, cast
 
@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.dml import Update
 
 from nasctl.errors import AlreadyExistsError, BadInputError, LeaseError, NotFoundError, StorageError
+from nasctl.leases import IsAlive, LeaseOwner, lease_stale, utcnow
 from nasctl.store import devices as device_sql
 from nasctl.store import migrate
 from nasctl.store.models import EventRow, ExperimentRow, ObservationRow, ServiceLeaseRow, TrialRow
@@ -124,10 +125,6 @@ def retrying(fn: F) -> F:
 def resolve_url(url: str | None) -> str:
     """`--db`, else `NASCTL_DB`, else the embedded SQLite default."""
     return url or os.environ.get("NASCTL_DB") or DEFAULT_URL
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _redact(url: str) -> str:
@@ -471,7 +468,7 @@ class Store:
     @retrying
     def acquire_lease(
         self, experiment_id: int, owner: str, stale_after: float,
-        is_alive: Callable[[str], bool | None] | None = None,
+        is_alive: IsAlive | None = None,
     ) -> None:
         """Take the experiment's lease unless another owner holds it: its heartbeat
         is fresh and `is_alive(owner)` does not say it is dead (a dead owner on
@@ -484,17 +481,14 @@ class Store:
         with self._session() as s:
             row = s.get(ExperimentRow, experiment_id, with_for_update=not self.is_sqlite)
             assert row is not None
-            if (
-                row.lease_owner
-                and row.lease_owner != owner
-                and row.lease_heartbeat is not None
-                and now - row.lease_heartbeat < timedelta(seconds=stale_after)
-                and (is_alive is None or is_alive(row.lease_owner) is not False)
-            ):
+            held = row.lease_owner
+            if held and held != owner and not lease_stale(held, row.lease_heartbeat, stale_after, now=now,
+                                                          is_alive=is_alive):
+                assert row.lease_heartbeat is not None  # a lease that is not stale has beaten
                 age = (now - row.lease_heartbeat).total_seconds()
-                host, _, rest = row.lease_owner.partition(":")
+                holder = LeaseOwner.parse(held)
                 raise LeaseError(
-                    f"experiment {row.name!r} is already being driven by process {rest.partition(':')[0]} on {host} "
+                    f"experiment {row.name!r} is already being driven by process {_pid_text(holder)} on {holder.host} "
                     f"(heartbeat {age:.0f}s ago)",
                     f"stop it with `nasctl stop {row.name}`, or wait {stale_after:.0f}s after it dies",
                 )
@@ -524,7 +518,7 @@ class Store:
     # --- the service's lease -------------------------------------------------
     @retrying
     def acquire_service_lease(self, owner: str, url: str | None, stale_after: float,
-                              is_alive: Callable[[str], bool | None]) -> None:
+                              is_alive: IsAlive) -> None:
         """Become the service driving this database, unless a live one is (fresh
         heartbeat, and `is_alive` does not say its process is gone).
 
@@ -537,11 +531,11 @@ class Store:
             if row is None:
                 s.add(ServiceLeaseRow(name="service", owner=owner, heartbeat=now, url=url))
                 return
-            if (row.owner != owner and now - row.heartbeat < timedelta(seconds=stale_after)
-                    and is_alive(row.owner) is not False):
-                host, _, rest = row.owner.partition(":")
+            if row.owner != owner and not lease_stale(row.owner, row.heartbeat, stale_after, now=now,
+                                                      is_alive=is_alive):
+                holder = LeaseOwner.parse(row.owner)
                 raise LeaseError(
-                    f"another nasctl serve (pid {rest.partition(':')[0]} on {host}"
+                    f"another nasctl serve (pid {_pid_text(holder)} on {holder.host}"
                     + (f", {row.url}" if row.url else "") + ") drives the experiments of this database",
                     "stop it first, or submit to it with `nasctl submit SPEC --server URL`",
                 )
@@ -830,6 +824,10 @@ class Store:
             ]
 
 
+def _pid_text(owner: LeaseOwner) -> str:
+    return "?" if owner.pid is None else str(owner.pid)
+
+
 def _experiment(r: ExperimentRow) -> ExperimentRecord:
     return ExperimentRecord(
         id=r.id,
@@ -878,4 +876,4 @@ def _trial(r: TrialRow) -> TrialRecord:
     return _trial_from({name: getattr(r, name) for name in _RECORD_COLUMNS})
 
 
-__all__ = ["Store", "resolve_url", "DEFAULT_URL", "SQLAlchemyError"]
+__all__ = ["Store", "resolve_url", "utcnow", "DEFAULT_URL", "SQLAlchemyError"]
