@@ -13,7 +13,8 @@ single candidates, as the optimizer's gradient ascent does. The table gives
 the median CPU time (thread time) of building and of the 20 evaluations over
 `--repeats` repetitions, and checks that every variant gives BoTorch's values.
 The joint posterior applies to the categorical GP only, so it is not timed
-here (see `benchmarks/joint_posterior.py`).
+here: `ablation.py --problem nb201_3obj --variants default,no-joint-posterior`
+measures it in whole proposals.
 """
 
 from __future__ import annotations
