@@ -565,12 +565,38 @@ class ExperimentSpec(_Model):
         return out
 
 
-def _one_line_errors(e: ValidationError, source: str) -> str:
+_UNION_MEMBERS = frozenset({"int", "float", "choice", "fixed"})
+"""Names pydantic adds to an error's location for the union it went into: a
+parameter's `type` tag, or the int and float members of a scalar."""
+
+
+def _error_path(loc: tuple[int | str, ...], data: Any) -> str:
+    """An error location as the spec's key path (`search_space.lr.high`).
+
+    pydantic inserts the union member it validated against into the location
+    (`search_space.lr.float.high`). Such a name is dropped only where the spec
+    has no key of that name, so a parameter or objective called `int` or
+    `float` stays in the path."""
+    keys: list[str] = []
+    node = data
+    for x in loc:
+        if isinstance(node, dict) and x in node:
+            node = node[x]
+        elif isinstance(node, list) and isinstance(x, int) and 0 <= x < len(node):
+            node = node[x]
+        elif str(x).startswith(("function-", "tagged-union")) or x in _UNION_MEMBERS:
+            continue
+        else:
+            node = None
+        keys.append(str(x))
+    return ".".join(keys)
+
+
+def _one_line_errors(e: ValidationError, source: str, data: Any) -> str:
+    """The first errors of a validation of `data`, on one line."""
     parts = []
     for err in e.errors()[:5]:
-        loc = ".".join(str(x) for x in err["loc"] if not str(x).startswith(("function-", "tagged-union")))
-        # pydantic puts the union member name in loc for tagged unions; drop it.
-        loc = re.sub(r"\.(int|float|choice|fixed)(?=\.|$)", "", loc)
+        loc = _error_path(err["loc"], data)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key (check the spelling)"  # the error's hint names the README
@@ -622,7 +648,7 @@ def parse_spec(text: str, source: str = "<spec>", overrides: dict[str, Any] | No
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as e:
-        raise SpecError(_one_line_errors(e, source), "see the spec format in the README") from None
+        raise SpecError(_one_line_errors(e, source, data), "see the spec format in the README") from None
 
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentSpec:
@@ -750,4 +776,4 @@ def spec_from_dict(data: dict[str, Any]) -> ExperimentSpec:
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as e:
-        raise SpecError(_one_line_errors(e, "stored in the database"), "the stored spec is damaged") from None
+        raise SpecError(_one_line_errors(e, "stored in the database", data), "the stored spec is damaged") from None

@@ -199,3 +199,23 @@ def test_an_empty_range_is_refused(old: str, new: str, expect: str) -> None:
     """low == high leaves one value: a `fixed` parameter, not a range the optimizer can search."""
     assert old in BASE
     assert expect in _err(BASE.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("name", ["int", "float", "choice", "fixed"])
+def test_parameters_named_like_a_parameter_type_stay_in_the_error_path(name: str) -> None:
+    """pydantic adds the parameter type to an error's location; a parameter of that name is not dropped with it."""
+    text = BASE.replace("  epochs: {type: fixed, value: 1}", f'  {name}: {{type: int, low: 0, high: "x"}}')
+    assert f"search_space.{name}.high: Input should be a valid integer" in _err(text)
+    text = BASE.replace("  epochs: {type: fixed, value: 1}", f"  {name}: {{type: integer}}")
+    assert f"search_space.{name}: type must be one of int, float, choice, fixed" in _err(text)
+    text = BASE.replace("num_params: {goal: minimize}", f"{name}: {{goal: down}}")
+    assert f"objectives.{name}.goal: Input should be" in _err(text)
+
+
+def test_stored_spec_errors_name_the_field() -> None:
+    from nasctl.spec import spec_from_dict, spec_to_dict
+
+    data = spec_to_dict(parse_spec(BASE))
+    data["search_space"]["float"] = {"type": "float", "low": 0.0, "high": "x"}
+    with pytest.raises(SpecError, match=r"stored in the database: search_space\.float\.high: Input should be"):
+        spec_from_dict(data)
