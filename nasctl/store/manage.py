@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from nasctl.errors import AlreadyExistsError, BadInputError, ExperimentBusyError, NotFoundError
@@ -106,6 +106,8 @@ def set_note(store: Store, experiment_id: int, text: str, trial_index: int | Non
 
 def _locked(s: Any, store: Store, experiment_id: int, is_busy: Callable[[ExperimentRecord], bool],
             action: str) -> ExperimentRow:
+    store._lock_before_read(s, update(ExperimentRow).where(ExperimentRow.id == experiment_id)  # noqa: SLF001
+                            .values(lease_owner=ExperimentRow.lease_owner))
     row = s.get(ExperimentRow, experiment_id, with_for_update=not store.is_sqlite)
     if row is None:
         raise NotFoundError(f"the experiment (id {experiment_id}) no longer exists", "see `nasctl ls`")

@@ -384,6 +384,20 @@ class Store:
         with self._sessions.begin() as s:
             yield s
 
+    def _lock_before_read(self, s: Session, noop_update: Update) -> None:
+        """On SQLite, take the database's write lock before a read that decides a write.
+
+        pysqlite begins a transaction only before a write, so a read on its own
+        runs outside any transaction and two processes could both read a free
+        lease and both take it. A write that changes nothing (`noop_update`, which
+        takes the lock even when it matches no row) makes the read and the write
+        that follows one locked transaction: the second process waits, then reads
+        what the first wrote. PostgreSQL and MySQL lock the row with SELECT ... FOR
+        UPDATE instead (`with_for_update` on the read).
+        """
+        if self.is_sqlite:
+            s.execute(noop_update.execution_options(synchronize_session=False))
+
     @contextmanager
     def _transaction(self) -> Iterator[Connection]:
         """One transaction on a Core connection (committed on exit, rolled back on error)."""
@@ -476,11 +490,15 @@ class Store:
 
         Raises:
             LeaseError: another live orchestrator holds it.
+            NotFoundError: the experiment has been removed.
         """
         now = utcnow()
         with self._session() as s:
+            self._lock_before_read(s, update(ExperimentRow).where(ExperimentRow.id == experiment_id)
+                                   .values(lease_owner=ExperimentRow.lease_owner))
             row = s.get(ExperimentRow, experiment_id, with_for_update=not self.is_sqlite)
-            assert row is not None
+            if row is None:  # removed (`nasctl rm`) since the caller read it
+                raise NotFoundError(f"the experiment (id {experiment_id}) no longer exists", "see `nasctl ls`")
             held = row.lease_owner
             if held and held != owner and not lease_stale(held, row.lease_heartbeat, stale_after, now=now,
                                                           is_alive=is_alive):
@@ -525,8 +543,22 @@ class Store:
         Raises:
             LeaseError: another service holds it (exit 2, naming its host and pid).
         """
+        try:
+            self._take_service_lease(owner, url, stale_after, is_alive)
+        except (IntegrityError, OperationalError) as e:
+            # another service inserted the first lease row at the same moment: on
+            # PostgreSQL no lock covers a row that is not there yet (the second
+            # insert is a duplicate), on MySQL the two gap locks deadlock and one
+            # transaction is rolled back. Decide again, against its row.
+            if isinstance(e, OperationalError) and not _says(e, ("deadlock",)):
+                raise
+            self._take_service_lease(owner, url, stale_after, is_alive)
+
+    def _take_service_lease(self, owner: str, url: str | None, stale_after: float, is_alive: IsAlive) -> None:
         now = utcnow()
         with self._session() as s:
+            self._lock_before_read(s, update(ServiceLeaseRow).where(ServiceLeaseRow.name == "service")
+                                   .values(owner=ServiceLeaseRow.owner))
             row = s.get(ServiceLeaseRow, "service", with_for_update=not self.is_sqlite)
             if row is None:
                 s.add(ServiceLeaseRow(name="service", owner=owner, heartbeat=now, url=url))
