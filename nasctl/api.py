@@ -36,7 +36,7 @@ from nasctl.types import TrialStatus
 if TYPE_CHECKING:
     import pandas as pd
 
-    from nasctl.orchestration.loop import Progress, RunSummary
+    from nasctl.orchestration.progress import Progress, RunSummary
     from nasctl.spec import ExperimentSpec
     from nasctl.store import Store
     from nasctl.types import TrialRecord
@@ -47,7 +47,7 @@ SpecLike = Union[str, "os.PathLike[str]", Mapping[str, Any], "ExperimentSpec"]
 ProgressOption = Union[bool, Callable[["Progress"], None]]
 """`progress=`: False (default) draws nothing; True draws what `nasctl run` draws
 (a live panel on a terminal, one line per event elsewhere, on standard error);
-a callable receives every `nasctl.orchestration.loop.Progress` snapshot."""
+a callable receives every `nasctl.orchestration.progress.Progress` snapshot."""
 
 BUDGET_KEYS = ("max_trials", "parallelism", "trial_timeout", "max_failures")
 """Overrides that set `budget.<key>` (the CLI's --max-trials and --parallelism)."""
@@ -452,7 +452,7 @@ def _progress(progress: ProgressOption) -> tuple[Any, Callable[[Progress], None]
     import contextlib
 
     if progress is True:
-        from nasctl.cli.render import ProgressDisplay
+        from nasctl.console import ProgressDisplay
 
         display = ProgressDisplay(enabled=True)
         return display, display.update

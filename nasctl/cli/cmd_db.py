@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nasctl.cli.main import db_option, json_option
+from nasctl.cli.options import db_option, json_option
 
 
 @click.group("db")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from nasctl.cli.main import db_option
+from nasctl.cli.options import db_option
 
 
 @click.command("report")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from nasctl.cli import render
-from nasctl.cli.main import db_option, json_option
+from nasctl.console import ProgressDisplay
+from nasctl.cli.options import db_option, json_option
 
 
 @click.command("resume")
@@ -26,6 +27,6 @@ def command(name: str, dryrun: bool, workdir: str | None, db: str | None, as_jso
         plan = control.resume_plan(store, name)
         render.print_json(plan) if as_json else render.resume_plan(plan)
         return
-    with render.ProgressDisplay(enabled=not as_json) as display:
+    with ProgressDisplay(enabled=not as_json) as display:
         summary = control.resume_experiment(store, name, on_progress=display.update, work_root=workdir)
     render.finish(summary, store, as_json)

@@ -7,7 +7,7 @@ import sys
 import click
 
 from nasctl.cli import render
-from nasctl.cli.main import db_option, json_option
+from nasctl.cli.options import db_option, json_option
 
 
 @click.command("rm")

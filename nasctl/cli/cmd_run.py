@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from nasctl.cli import render
-from nasctl.cli.main import db_option, json_option
+from nasctl.console import ProgressDisplay
+from nasctl.cli.options import db_option, json_option
 
 
 @click.command("run")
@@ -47,7 +48,7 @@ def command(spec_path: str, name: str | None, max_trials: int | None, parallelis
 
     control.check_spec_runnable(spec)  # before the database is created: bad input writes nothing
     store = Store(db, create=True)
-    with render.ProgressDisplay(enabled=not as_json) as display:
+    with ProgressDisplay(enabled=not as_json) as display:
         summary = control.start_experiment(store, spec, work_root, on_progress=display.update)
     render.finish(summary, store, as_json)
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from nasctl.cli.cmd_web import LOOPBACK_NAMES, is_loopback
-from nasctl.cli.main import db_option
+from nasctl.cli.options import db_option
 from nasctl.errors import BadInputError
 
 SWITCH_INTERVAL_S = 0.001

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from nasctl.cli import render
-from nasctl.cli.main import db_option, json_option
+from nasctl.cli.options import db_option, json_option
 
 
 @click.command("status")

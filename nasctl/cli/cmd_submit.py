@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from nasctl.cli import render
-from nasctl.cli.main import json_option
+from nasctl.cli.options import json_option
 from nasctl.errors import BadInputError, NasctlError, StorageError
 
 

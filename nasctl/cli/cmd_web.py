@@ -6,7 +6,7 @@ import ipaddress
 
 import click
 
-from nasctl.cli.main import db_option
+from nasctl.cli.options import db_option
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 

@@ -11,17 +11,6 @@ import click
 from nasctl import __version__
 from nasctl.errors import NasctlError
 
-DB_HELP = "Database URL (default: $NASCTL_DB, else sqlite:///nasctl.db)."
-
-
-def db_option(f: Any) -> Any:
-    return click.option("--db", "db", envvar="NASCTL_DB", default=None, metavar="URL", help=DB_HELP)(f)
-
-
-def json_option(f: Any) -> Any:
-    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(f)
-
-
 class NasctlGroup(click.Group):
     """Turns nasctl errors into one line and an exit code; tracebacks only with --debug."""
 

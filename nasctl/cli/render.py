@@ -1,49 +1,16 @@
-"""Terminal output with rich: tables, panels and the live progress display.
-
-Machine output (`--json`) goes through `print_json` only: clean JSON on stdout.
-"""
+"""Terminal output with rich: the CLI's tables and panels (the consoles and the
+live progress display are in nasctl/console.py)."""
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Any
 
-from rich.console import Console, Group
-from rich.live import Live
 from rich.markup import escape
 from rich.panel import Panel
-from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-# Pipes and files get wide tables rather than rich's 80-column default.
-console = Console(width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
-
-STATUS_STYLE = {
-    "COMPLETED": "green",
-    "RUNNING": "cyan",
-    "CANDIDATE": "blue",
-    "FAILED": "red",
-    "EARLY_STOPPED": "cyan",
-    "ABANDONED": "magenta",
-    "STOPPED": "yellow",
-    "QUEUED": "blue",
-}
-
-
-def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        if v.is_integer() and abs(v) < 1e12:
-            return str(int(v))
-        return f"{v:.4g}"
-    return escape(str(v))
-
+from nasctl.console import STATUS_STYLE, console, fmt_cell, fmt_counts, print_json
 
 def _duration(seconds: float) -> str:
     seconds = float(seconds)
@@ -52,11 +19,6 @@ def _duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-def _counts(counts: dict[str, int]) -> str:
-    parts = [f"[{STATUS_STYLE.get(k, '')}]{k.lower()} {n}[/]" for k, n in counts.items() if n]
-    return ", ".join(parts) or "no trials"
 
 
 def experiments_table(rows: list[dict[str, Any]]) -> None:
@@ -71,7 +33,7 @@ def experiments_table(rows: list[dict[str, Any]]) -> None:
         t.add_row(
             escape(r["name"]),
             f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
-            f"{done}/{r['max_trials']}  " + _counts(r["trials"]),
+            f"{done}/{r['max_trials']}  " + fmt_counts(r["trials"]),
             escape(", ".join(r["objectives"])),
             r["created_at"][:19].replace("T", " "),
         )
@@ -84,12 +46,12 @@ def status_panel(v: dict[str, Any]) -> None:
         + (f"  ({escape(v['status_reason'])})" if v["status_reason"] else "")
         + ("" if v["status"] != "RUNNING" or v["orchestrator_alive"]
            else f"  [yellow]no orchestrator is running it: `nasctl resume {escape(v['name'])}`[/]"),
-        f"trials       {sum(v['trials'].values())}/{v['budget']['max_trials']}: {_counts(v['trials'])}"
+        f"trials       {sum(v['trials'].values())}/{v['budget']['max_trials']}: {fmt_counts(v['trials'])}"
         + (f"  [yellow]{v['waiting_for_devices']} waiting for devices[/]" if v.get("waiting_for_devices") else ""),
         *([f"devices      " + ", ".join(f"trial {i}: {','.join(d)}" for i, d in v["devices"].items())]
           if v.get("devices") else []),
         "objectives   " + ", ".join(
-            f"{escape(k)} ({o['goal']}{', threshold ' + _fmt(o['threshold']) if o['threshold'] is not None else ''})"
+            f"{escape(k)} ({o['goal']}{', threshold ' + fmt_cell(o['threshold']) if o['threshold'] is not None else ''})"
             for k, o in v["objectives"].items()
         ),
         f"constraints  {escape(', '.join(v['constraints'])) or '-'}",
@@ -138,8 +100,8 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
             str(r["index"]),
             f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
             escape(r["generation_method"]),
-            *[_fmt(r["parameters"].get(p, "")) for p in pnames],
-            *[_fmt(r["values"].get(m, "")) for m in mnames],
+            *[fmt_cell(r["parameters"].get(p, "")) for p in pnames],
+            *[fmt_cell(r["values"].get(m, "")) for m in mnames],
             *([f"#{r['promoted_from']}" if r.get("promoted_from") is not None else ""] if promoted else []),
             *devices,
             f"{r['duration_s']:.1f}s" if r["duration_s"] is not None else "",
@@ -152,8 +114,8 @@ def trial_panel(d: dict[str, Any]) -> None:
     lines = [
         f"status      [{STATUS_STYLE.get(d['status'], '')}]{d['status']}[/]"
         + (f"  ({escape(d['failure_reason'])})" if d["failure_reason"] else ""),
-        "parameters  " + ", ".join(f"{escape(k)}={_fmt(v)}" for k, v in d["parameters"].items()),
-        "values      " + (", ".join(f"{escape(k)}={_fmt(v)}" for k, v in d["values"].items()) or "-"),
+        "parameters  " + ", ".join(f"{escape(k)}={fmt_cell(v)}" for k, v in d["parameters"].items()),
+        "values      " + (", ".join(f"{escape(k)}={fmt_cell(v)}" for k, v in d["values"].items()) or "-"),
         f"method      {escape(d['generation_method'])}",
         f"job         {escape(d['job_handle'] or '-')}",
         f"log dir     {escape(d['log_dir'] or '-')}",
@@ -192,11 +154,11 @@ def pareto_table(v: dict[str, Any]) -> None:
     for r in v["front"]:
         t.add_row(
             str(r["index"]),
-            *[_fmt(r["values"].get(o, "")) for o in objs],
-            *[_fmt(r["parameters"].get(p, "")) for p in pnames],
+            *[fmt_cell(r["values"].get(o, "")) for o in objs],
+            *[fmt_cell(r["parameters"].get(p, "")) for p in pnames],
         )
     console.print(t)
-    ref = ", ".join(f"{escape(k)}={_fmt(x)}" for k, x in v["reference_point"].items())
+    ref = ", ".join(f"{escape(k)}={fmt_cell(x)}" for k, x in v["reference_point"].items())
     note = ""
     if v["inferred_reference"]:
         note = f" ({', '.join(v['inferred_reference'])} has no threshold: worst feasible value used)"
@@ -228,7 +190,7 @@ def dryrun_panel(plan: dict[str, Any]) -> None:
                     f"budget      {plan['budget']['max_trials']} trials, {plan['budget']['parallelism']} in parallel, "
                     f"{plan['initial_trials']} quasi-random first",
                     f"trial {first['index']}     ({first['method']}) "
-                    + ", ".join(f"{escape(k)}={_fmt(x)}" for k, x in first["parameters"].items()),
+                    + ", ".join(f"{escape(k)}={fmt_cell(x)}" for k, x in first["parameters"].items()),
                     "command     " + escape(" ".join(plan["command"])),
                     "env         " + escape(" ".join(f"{k}={x}" for k, x in plan["env"].items())),
                     "warm start  " + (f"forked from a server that has imported {escape(', '.join(plan['preload']))}"
@@ -285,7 +247,7 @@ def run_report(s: Any, view: dict[str, Any], db: str) -> None:
     console.print(
         f"[{style}]experiment {escape(s.experiment)} {s.status.value.lower()}[/]"
         + (f": {escape(s.reason)}" if s.reason else "")
-        + f" in {s.elapsed:.0f}s ({_counts(s.counts)})"
+        + f" in {s.elapsed:.0f}s ({fmt_counts(s.counts)})"
     )
     if s.counts.get("EARLY_STOPPED", 0):
         console.print(f"early stopping: {s.counts['EARLY_STOPPED']} trials stopped, "
@@ -309,64 +271,3 @@ def finish(summary: Any, store: Any, as_json: bool) -> None:
         run_report(summary, view, store.display_url)
     if summary.status.value != "COMPLETED":
         raise SystemExit(1)
-
-
-class ProgressDisplay:
-    """Live view while an experiment runs: counts, hypervolume, best trade-offs,
-    what the optimizer is doing. On a non-terminal it prints one line per event."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
-        self.live: Live | None = None
-        self._seen: list[str] = []
-
-    def __enter__(self) -> ProgressDisplay:
-        if self.enabled and err_console.is_terminal:
-            self.live = Live(console=err_console, refresh_per_second=4, transient=True)
-            self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.live is not None:
-            self.live.__exit__(*exc)
-
-    def update(self, p: Any) -> None:
-        if not self.enabled:
-            return
-        if self.live is None:
-            for m in p.messages:
-                if m not in self._seen:
-                    err_console.print(escape(m), highlight=False)
-                    self._seen.append(m)
-            self._seen = self._seen[-50:]
-            return
-        self.live.update(self._render(p))
-
-    def _render(self, p: Any) -> Any:
-        done = sum(p.counts.get(k, 0) for k in ("COMPLETED", "FAILED", "EARLY_STOPPED", "ABANDONED"))
-        head = Table.grid(padding=(0, 2))
-        head.add_row(
-            f"[bold]{escape(p.experiment)}[/]",
-            ProgressBar(total=p.max_trials, completed=done, width=30),
-            f"{done}/{p.max_trials}",
-            _counts({k: v for k, v in p.counts.items() if v}),
-            f"{p.elapsed:.0f}s",
-        )
-        if getattr(p, "waiting_for_devices", 0):
-            head.add_row("", f"[yellow]{p.waiting_for_devices} waiting for devices[/]", "", "", "")
-        gen = (
-            f"optimizer: proposing ({p.generating_seconds:.0f}s)"
-            if p.generating
-            else "optimizer: idle"
-            + (f" (last proposal {p.last_generation_seconds:.1f}s)" if p.last_generation_seconds else "")
-        )
-        hv = f"hypervolume {p.hypervolume:.6g}, Pareto front {len(p.front)} trials"
-        front = Table(box=None, show_header=True, header_style="dim")
-        front.add_column("#", justify="right")
-        names = list(p.front[0][1]) if p.front else []
-        for n in names[:6]:
-            front.add_column(escape(n), justify="right")
-        for idx, vals in p.front[:8]:
-            front.add_row(str(idx), *[_fmt(vals.get(n, "")) for n in names[:6]])
-        msgs = Text("\n".join(p.messages[-4:]), style="dim")
-        return Panel(Group(head, Text(gen + " | " + hv), front, msgs), title="nasctl run", expand=True)

@@ -25,6 +25,7 @@ import socket
 from collections.abc import Callable, Sequence
 from datetime import timezone
 
+from nasctl.leases import owner_dead
 from nasctl.runners.base import Runner, SubmittedJob
 from nasctl.runners.devices import DeviceInventory
 from nasctl.store import Store
@@ -89,7 +90,7 @@ class DevicePlacer:
         """A lease of an orchestrator that is gone, whose trial's job is not running."""
         if lease.owner == self.owner or lease.host != self.host:
             return False
-        if self._owner_alive(lease.owner) is not False:
+        if not owner_dead(lease.owner, self._owner_alive):
             return False
         metadata = dict(lease.runner_metadata)
         if not metadata.get("state_dir") and lease.trial_dir:

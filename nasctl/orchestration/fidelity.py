@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from nasctl.spec import ExperimentSpec
-from nasctl.types import ParamValue, TrialRecord
+from nasctl.types import ParamValue, TrialRecord, TrialStatus
 
 CHECKPOINT_DIR_ENV = "NASCTL_CHECKPOINT_DIR"
 RESUME_ENV = "NASCTL_RESUME_FROM"
@@ -60,8 +60,60 @@ def front_trials(spec: ExperimentSpec, trials: Iterable[TrialRecord]) -> list[tu
     """(index, values) of the completed trials the Pareto front and hypervolume use:
     all of them without `optimizer.fidelity`; with it, those trained to the top
     fidelity unless `optimizer.fidelity.front: all`."""
-    from nasctl.types import TrialStatus
+    done = [t for t in trials if t.status == TrialStatus.COMPLETED]
+    return front_results(spec, [(t.index, dict(t.values)) for t in done], {t.index: t.fidelity for t in done})
 
+
+def front_results(spec: ExperimentSpec, completed: Iterable[tuple[int, dict[str, float]]],
+                  fidelity_of: Mapping[int, float | None]) -> list[tuple[int, dict[str, float]]]:
+    """Of completed (index, values), those the Pareto front uses: all of them without
+    `optimizer.fidelity`; with it, those trained to the top fidelity unless
+    `optimizer.fidelity.front: all`."""
     fid = spec.optimizer.fidelity
-    return [(t.index, dict(t.values)) for t in trials
-            if t.status == TrialStatus.COMPLETED and (fid is None or fid.in_front(t.fidelity))]
+    if fid is None:
+        return list(completed)
+    return [(i, v) for i, v in completed if fid.in_front(fidelity_of.get(i))]
+
+
+class FidelityBudget:
+    """What the recorded trials spend of `budget.max_fidelity` (total epochs, say).
+
+    A trial spends its fidelity; a promotion spends only what it adds to the trial
+    it continues (it resumes that trial's checkpoint). Once a candidate does not fit,
+    the budget is exhausted for good: a later candidate would get an index after the
+    abandoned one, and the store's indices must stay the optimizer's (no gaps).
+    """
+
+    def __init__(self, spec: ExperimentSpec) -> None:
+        self.limit = spec.budget.max_fidelity
+        self.of: dict[int, float] = {}  # every recorded trial's fidelity
+        self.spent = 0.0
+        self.exhausted = False
+        self.why_exhausted: str | None = None
+
+    def cost(self, fidelity: float | None, promoted_from: int | None) -> float:
+        """What a trial spends: its fidelity, less that of the trial it continues."""
+        if fidelity is None:
+            return 0.0
+        return fidelity - (self.of.get(promoted_from, 0.0) if promoted_from is not None else 0.0)
+
+    def charge(self, index: int, fidelity: float | None, promoted_from: int | None) -> None:
+        """Count a recorded trial."""
+        self.spent += self.cost(fidelity, promoted_from)
+        if fidelity is not None:
+            self.of[index] = fidelity
+
+    def admit(self, fidelity: float | None, promoted_from: int | None) -> bool:
+        """Whether a candidate fits. The first one that does not exhausts the budget,
+        and `why_exhausted` says why."""
+        if self.exhausted:
+            return False
+        if self.limit is None:
+            return True
+        cost = self.cost(fidelity, promoted_from)
+        if self.spent + cost > self.limit + 1e-9:
+            self.exhausted = True
+            self.why_exhausted = (f"budget.max_fidelity {self.limit:g}: {self.spent:g} spent, the next trial "
+                                  f"would need {cost:g} more; no new trials")
+            return False
+        return True

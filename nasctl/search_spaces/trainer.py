@@ -223,11 +223,9 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
 
     import pytorch_lightning as pl
     import torch
-    import torch.nn.functional as F
     from pytorch_lightning.loggers import TensorBoardLogger
     from torch.utils.data import DataLoader, TensorDataset
 
-    from nasctl.metrics.latency import autocast_context
     from nasctl.search_spaces.data import load_dataset
 
     quiet_lightning()
@@ -246,35 +244,9 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
     logger = TensorBoardLogger(save_dir=args.log_dir, name="", version="", default_hp_metric=False)
     logger.log_metrics(costs, step=0)
 
-    def to_input(x: torch.Tensor) -> torch.Tensor:
-        return x.contiguous(memory_format=torch.channels_last) if args.channels_last and x.dim() == 4 else x
-
-    class Classifier(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = net
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.net(to_input(x))  # type: ignore[no-any-return]
-
-        def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> torch.Tensor:
-            x, t = batch
-            loss = F.cross_entropy(self(x), t)
-            self.log("train_loss", loss, on_step=False, on_epoch=True)
-            return loss
-
-        def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> None:
-            x, t = batch
-            logits = self(x)
-            self.log("val_loss", F.cross_entropy(logits.float(), t), on_epoch=True)
-            self.log("val_acc", (logits.argmax(-1) == t).float().mean(), on_epoch=True)
-
-        def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.Adam(self.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
-
     train = TensorDataset(torch.from_numpy(data.x_train), torch.from_numpy(data.y_train))
     val = TensorDataset(torch.from_numpy(data.x_val), torch.from_numpy(data.y_val))
-    model = Classifier()
+    model = lightning_classifier(net, args)
     trainer = pl.Trainer(
         max_epochs=args.epochs,
         accelerator="auto",
@@ -302,13 +274,7 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
     # Lightning's teardown moves the module back to the CPU after fit: evaluate on
     # the device the trial trained on (fp16 autocast exists only there)
     device = torch.device(f"cuda:{torch.cuda.current_device()}" if device_type == "cuda" else "cpu")
-    model.to(device).eval()
-    correct = 0
-    with torch.inference_mode(), autocast_context(args.precision, device.type):
-        for i in range(0, len(val), 1024):
-            x = val.tensors[0][i: i + 1024].to(device)
-            correct += int((model(x).argmax(-1).cpu() == val.tensors[1][i: i + 1024]).sum())
-    final = {"val_acc": correct / len(val), **costs}
+    final = {"val_acc": accuracy(model, val, device, args.precision), **costs}
     logger.log_metrics(final, step=trainer.global_step)
     logger.finalize("success")
     info.update(train_seconds=round(train_seconds, 3), final_step=trainer.global_step)
@@ -324,6 +290,57 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
         flush=True,
     )
     return 0
+
+
+def lightning_classifier(net: torch.nn.Module, args: argparse.Namespace) -> Any:
+    """The LightningModule that trains `net` as a classifier: cross-entropy, Adam with
+    the trial's learning rate and weight decay; logs train_loss, val_loss and val_acc."""
+    import pytorch_lightning as pl
+    import torch
+    import torch.nn.functional as F
+
+    def to_input(x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous(memory_format=torch.channels_last) if args.channels_last and x.dim() == 4 else x
+
+    class Classifier(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(to_input(x))  # type: ignore[no-any-return]
+
+        def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> torch.Tensor:
+            x, t = batch
+            loss = F.cross_entropy(self(x), t)
+            self.log("train_loss", loss, on_step=False, on_epoch=True)
+            return loss
+
+        def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> None:
+            x, t = batch
+            logits = self(x)
+            self.log("val_loss", F.cross_entropy(logits.float(), t), on_epoch=True)
+            self.log("val_acc", (logits.argmax(-1) == t).float().mean(), on_epoch=True)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.Adam(self.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
+
+    return Classifier()
+
+
+def accuracy(model: torch.nn.Module, val: Any, device: torch.device, precision: str) -> float:
+    """`model`'s accuracy on the validation tensors, evaluated on `device` in batches of 1024."""
+    import torch
+
+    from nasctl.metrics.latency import autocast_context
+
+    model.to(device).eval()
+    correct = 0
+    with torch.inference_mode(), autocast_context(precision, device.type):
+        for i in range(0, len(val), 1024):
+            x = val.tensors[0][i: i + 1024].to(device)
+            correct += int((model(x).argmax(-1).cpu() == val.tensors[1][i: i + 1024]).sum())
+    return correct / len(val)
 
 
 def resume_checkpoint() -> str | None:

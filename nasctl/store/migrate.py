@@ -76,7 +76,7 @@ def upgrade(engine: Engine, url_for_messages: str = "", revision: str = "head") 
 def _failpoint(name: str) -> None:
     # the failpoints live with the loop, whose crash points they mostly name; the
     # module imports nothing, so this does not pull the orchestration in
-    from nasctl.orchestration import failpoints
+    from nasctl import failpoints
 
     failpoints.hit(name)
 

@@ -107,6 +107,19 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
             response.headers["Cache-Control"] = "no-store"
         return response
 
+    _add_error_handlers(app)
+    app.include_router(api.router)
+    app.include_router(manage_api.router)
+    app.state.insights = InsightsCache(store, app.state.nasctl.cache)
+    app.include_router(insights_api.router)
+
+    _add_pages(app)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Errors as JSON: nasctl's by meaning, the framework's and validation's in our
+    shape, anything else a logged 500."""
     @app.exception_handler(NasctlError)
     async def nasctl_error(_request: Request, e: NasctlError) -> JSONResponse:
         status = _status_of(e)
@@ -145,11 +158,9 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
         log.exception("internal error on %s %s", request.method, request.url.path)
         return _error(500, f"internal error: {type(e).__name__}", "see the server log")
 
-    app.include_router(api.router)
-    app.include_router(manage_api.router)
-    app.state.insights = InsightsCache(store, app.state.nasctl.cache)
-    app.include_router(insights_api.router)
 
+def _add_pages(app: FastAPI) -> None:
+    """The static files and the HTML pages (the pages fetch their data from /api)."""
     plotly_js = plotly_js_path()
 
     @app.get("/static/plotly.min.js", include_in_schema=False)
@@ -186,5 +197,3 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
     @app.get("/experiments/{name}/trials/{index}", include_in_schema=False)
     def trial_page(name: str, index: str) -> FileResponse:
         return page("trial")
-
-    return app

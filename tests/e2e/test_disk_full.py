@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nasctl.orchestration.loop import MIN_FREE_BYTES
+from nasctl.orchestration.running import MIN_FREE_BYTES
 from tests.conftest import run_cli
 from tests.e2e.test_resume import start, wait_running, write_spec
 

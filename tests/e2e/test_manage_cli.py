@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nasctl.orchestration.loop import owner_id
+from nasctl.leases import owner_id
 from nasctl.store import Store
 from nasctl.store import manage as store_manage
 from tests.conftest import ROOT, run_cli

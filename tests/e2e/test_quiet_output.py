@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nasctl.optimizer.ax_optimizer import Candidate
-from nasctl.orchestration.loop import describe_proposal
+from nasctl.orchestration.progress import describe_proposal
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ from sqlalchemy import text
 from nasctl.errors import AlreadyExistsError, BadInputError, ExperimentBusyError, NotFoundError
 from nasctl.orchestration import manage
 from nasctl.orchestration.devices import choose_devices
-from nasctl.orchestration.loop import owner_id
+from nasctl.leases import owner_id
 from nasctl.runners.devices import DeviceInventory
 from nasctl.spec import spec_from_dict
 from nasctl.store import Store

@@ -161,8 +161,8 @@ def test_cluster_dryruns_carry_the_gpu_request(tmp_path: Path) -> None:
 def test_live_display_shows_trials_waiting_for_devices() -> None:
     from rich.console import Console
 
-    from nasctl.cli.render import ProgressDisplay
-    from nasctl.orchestration.loop import Progress
+    from nasctl.console import ProgressDisplay
+    from nasctl.orchestration.progress import Progress
 
     p = Progress("e", 8, 4, {"RUNNING": 2, "CANDIDATE": 2}, 0.0, [], False, 0.0, 3.0, None, waiting_for_devices=2)
     console = Console(record=True, width=120)

@@ -170,30 +170,17 @@ def test_polls_faster_only_near_a_trials_expected_end() -> None:
     """Between ticks the loop sleeps `poll_interval`, and FAST_POLL_SECONDS once a
     running trial has run DUE_FRACTION of the median trial; the plain interval
     while no trial has finished yet."""
-    from collections import deque
-    from types import SimpleNamespace
+    from nasctl.orchestration.running import FAST_POLL_SECONDS, sleep_seconds
 
-    from nasctl.orchestration import loop
-
-    orch = Orchestrator.__new__(Orchestrator)
-    orch.poll_interval = 0.25
-    orch._notified = False
-    orch._durations = deque()
     now = time.time()
-    orch._running = {0: SimpleNamespace(started=now - 7.0)}
-    assert orch._sleep_seconds() == 0.25  # no trial has finished: no expectation
-    orch._durations = deque([10.0, 10.0, 12.0])
-    assert orch._sleep_seconds() == 0.25  # 7 s of an expected 10 s
-    orch._running[1] = SimpleNamespace(started=now - 8.5)
-    assert orch._sleep_seconds() == loop.FAST_POLL_SECONDS  # past 80% of 10 s
-    orch._notified = True
-    assert orch._sleep_seconds() == 0.25  # the runner wakes the loop when a job ends: no fast polls
-    orch._notified = False
-    orch._running = {}
-    assert orch._sleep_seconds() == 0.25
-    orch.poll_interval = 0.01
-    orch._running = {1: SimpleNamespace(started=now - 8.5)}
-    assert orch._sleep_seconds() == 0.01  # never slower than asked
+    assert sleep_seconds(0.25, False, [], [now - 7.0], now) == 0.25  # no trial has finished: no expectation
+    durations = [10.0, 10.0, 12.0]
+    assert sleep_seconds(0.25, False, durations, [now - 7.0], now) == 0.25  # 7 s of an expected 10 s
+    assert sleep_seconds(0.25, False, durations, [now - 7.0, now - 8.5], now) == FAST_POLL_SECONDS  # past 80%
+    # the runner wakes the loop when a job ends: no fast polls
+    assert sleep_seconds(0.25, True, durations, [now - 7.0, now - 8.5], now) == 0.25
+    assert sleep_seconds(0.25, False, durations, [], now) == 0.25  # nothing runs
+    assert sleep_seconds(0.01, False, durations, [now - 8.5], now) == 0.01  # never slower than asked
 
 
 class ScaleOptimizer(ListOptimizer):

@@ -16,7 +16,9 @@ import pytest
 from nasctl.orchestration import loop
 from nasctl.orchestration.generator import CandidateGenerator
 from nasctl.orchestration.jobs import build_request, job_name, trial_dir
-from nasctl.orchestration.loop import Orchestrator, RunSummary
+from nasctl.orchestration.loop import Orchestrator
+from nasctl.orchestration.outcomes import CANCEL_IGNORED_EVENT
+from nasctl.orchestration.progress import RunSummary
 from nasctl.optimizer.ax_optimizer import Candidate
 from nasctl.runners.base import JobRequest, SubmittedJob
 from nasctl.runners.local import LocalRunner
@@ -183,12 +185,12 @@ def test_a_cancel_after_the_trial_finished_is_recorded_as_ignored(tmp_path: Path
     try:
         _wait("trial 0 to complete", lambda: [t.status for t in store.list_trials(exp.id)] == [TrialStatus.COMPLETED])
         queries.request_cancel(store, exp.id, 0, "too late")
-        _wait("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[loop.CANCEL_IGNORED_EVENT])))
+        _wait("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[CANCEL_IGNORED_EVENT])))
     finally:
         gate.set()
         thread.join(60)
     assert result["summary"].status == ExperimentStatus.COMPLETED
-    (ev,) = store.events(exp.id, kinds=[loop.CANCEL_IGNORED_EVENT])
+    (ev,) = store.events(exp.id, kinds=[CANCEL_IGNORED_EVENT])
     assert ev.trial_index == 0 and ev.message == "cancel of trial 0 ignored: it had already ended COMPLETED"
     assert store.get_trial(exp.id, 0).status == TrialStatus.COMPLETED
 
@@ -225,7 +227,7 @@ def test_a_late_cancel_leaves_the_waiting_candidates_alone(tmp_path: Path, runne
         _wait("trial 1 to run and trial 2 to wait", lambda: [t.status for t in store.list_trials(exp.id)] == [
             TrialStatus.COMPLETED, TrialStatus.RUNNING, TrialStatus.CANDIDATE])
         queries.request_cancel(store, exp.id, 0, "too late")
-        _wait("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[loop.CANCEL_IGNORED_EVENT])))
+        _wait("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[CANCEL_IGNORED_EVENT])))
         assert store.get_trial(exp.id, 2).status == TrialStatus.CANDIDATE
         # a cancel of the waiting candidate itself takes it out, and is not reported as ignored
         queries.request_cancel(store, exp.id, 2, "not needed")
@@ -236,5 +238,5 @@ def test_a_late_cancel_leaves_the_waiting_candidates_alone(tmp_path: Path, runne
     assert result["summary"].status == ExperimentStatus.STOPPED
     assert [t.status for t in store.list_trials(exp.id)] == [TrialStatus.COMPLETED, TrialStatus.ABANDONED,
                                                               TrialStatus.ABANDONED]
-    assert [e.trial_index for e in store.events(exp.id, kinds=[loop.CANCEL_IGNORED_EVENT])] == [0]
+    assert [e.trial_index for e in store.events(exp.id, kinds=[CANCEL_IGNORED_EVENT])] == [0]
     assert store.get_trial(exp.id, 2).failure_reason == "cancelled on request"

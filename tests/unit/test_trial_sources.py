@@ -10,7 +10,7 @@ import pytest
 
 from nasctl.errors import BadInputError, SpecError
 from nasctl.orchestration.jobs import build_request
-from nasctl.orchestration.loop import read_trial_info
+from nasctl.orchestration.running import read_trial_info
 from nasctl.orchestration.control import check_spec_runnable
 from nasctl.spec import load_spec, parse_spec
 from tests.conftest import ROOT

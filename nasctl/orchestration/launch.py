@@ -1,0 +1,201 @@
+"""Launching a recorded trial: its job request, its devices, its submission.
+
+A trial is launched in two steps so that the loop can take it off its queue in
+between: `prepare` builds the request (a promotion resumes the checkpoint of the
+trial it continues), leases GPUs where nasctl places them itself
+(nasctl/orchestration/devices.py) and creates the trial's folder; `submit`
+starts the job and records its handle (write-ahead: a crash between the two is
+found again by the job's deterministic name, `Runner.find`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from nasctl.errors import NotFoundError, RunnerError, SpecError
+from nasctl import failpoints
+from nasctl.orchestration.devices import DevicePlacer
+from nasctl.orchestration.fidelity import checkpoint_of
+from nasctl.orchestration.jobs import build_request, trial_dir
+from nasctl.orchestration.ledger import TrialLedger
+from nasctl.orchestration.outcomes import Outcome, TrialOutcomes
+from nasctl.orchestration.progress import Messages
+from nasctl.orchestration.running import RunningTrial, disk_full
+from nasctl.runners.base import JobRequest, Runner
+from nasctl.runners.devices import visible_devices_env
+from nasctl.spec import ExperimentSpec
+from nasctl.store import Store
+from nasctl.store.store import utcnow
+from nasctl.types import ExperimentRecord, TrialRecord, TrialStatus
+
+
+class CannotLaunch(Exception):
+    """A trial cannot be launched for a reason every later trial shares (its folder
+    cannot be created): the run stops, candidates stay recorded for a resume."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A trial ready to submit: its request (with its devices' environment) and devices."""
+
+    request: JobRequest
+    devices: list[str] | None
+
+
+class TrialLauncher:
+    """Builds, places and submits the jobs of one experiment's trials.
+
+    Args:
+        store: the database.
+        experiment: the experiment record.
+        spec: its spec.
+        runner: where trials run.
+        owner: the orchestrator's lease owner id (device leases carry it).
+        owner_alive: True/False for a lease owner on this host, None when unknown.
+        messages: where to say that a trial waits for devices.
+        ledger: counts (a launched trial is RUNNING).
+        outcomes: records the end of a trial that cannot be placed or submitted.
+    """
+
+    def __init__(self, store: Store, experiment: ExperimentRecord, spec: ExperimentSpec, runner: Runner,
+                 owner: str, owner_alive: Callable[[str], bool | None], messages: Messages, ledger: TrialLedger,
+                 outcomes: TrialOutcomes) -> None:
+        self.store = store
+        self.exp = experiment
+        self.spec = spec
+        self.runner = runner
+        self.owner = owner
+        self._owner_alive = owner_alive
+        self._messages = messages
+        self._ledger = ledger
+        self._outcomes = outcomes
+        self._placer: DevicePlacer | None = None  # created by the first trial that asks for a GPU
+        self.waiting: set[int] = set()  # candidates marked as waiting for devices
+
+    def launch_ready(self, queued: deque[TrialRecord], free: int) -> list[RunningTrial]:
+        """Launch queued candidates in order into up to `free` slots; stop at the
+        first that waits for devices. A trial that cannot be placed or submitted
+        ends FAILED and the next one is tried.
+
+        Raises:
+            CannotLaunch: the work directory is full, or a trial's folder cannot be created.
+        """
+        launched: list[RunningTrial] = []
+        while queued and len(launched) < free:
+            full = disk_full(self.exp.work_dir)
+            if full is not None:
+                raise CannotLaunch(f"{full}; free space, then `nasctl resume {self.exp.name}`")
+            rec = queued[0]
+            try:
+                prepared = self.prepare(rec)
+            except SpecError as e:  # a component asking for more GPUs than there are
+                queued.popleft()
+                self._outcomes.finish(rec, TrialStatus.CANDIDATE, Outcome(TrialStatus.FAILED, f"cannot be placed: {e}"))
+                continue
+            if prepared is None:
+                break  # waiting for devices; candidates start in order
+            queued.popleft()
+            try:
+                run = self.submit(rec, prepared)
+            except RunnerError as e:  # finishing the trial releases its devices
+                self._outcomes.finish(rec, TrialStatus.CANDIDATE,
+                                      Outcome(TrialStatus.FAILED, f"submission failed: {e}"))
+                continue
+            self._ledger.move(TrialStatus.CANDIDATE, TrialStatus.RUNNING)
+            launched.append(run)
+        return launched
+
+    def request(self, rec: TrialRecord, note: bool = False) -> JobRequest:
+        """The job for a recorded trial, under the name it was recorded with (an
+        experiment renamed after the trial was proposed keeps finding its job).
+        A promotion continues from the checkpoint the trial it was promoted from
+        left, where there is one; otherwise it trains from scratch to its
+        fidelity (said in an event when `note`)."""
+        resume = None
+        if rec.promoted_from is not None:
+            try:
+                source = self.store.get_trial(self.exp.id, rec.promoted_from)
+            except NotFoundError:
+                source = None
+            src_dir = (source.log_dir if source is not None else None) or trial_dir(self.exp.work_dir,
+                                                                                    rec.promoted_from)
+            resume = checkpoint_of(src_dir)
+            if resume is None and note:
+                self.store.add_event(self.exp.id, "promotion",
+                                     f"trial {rec.index} trains from scratch: trial {rec.promoted_from} "
+                                     f"left no checkpoint in {src_dir}", trial_index=rec.index)
+        request = build_request(self.spec, self.exp.name, self.exp.work_dir, rec.index, rec.parameters,
+                                resume_from=resume)
+        return dataclasses.replace(request, name=rec.job_name) if rec.job_name else request
+
+    def prepare(self, rec: TrialRecord) -> Prepared | None:
+        """The request and devices of the next trial, None while it waits for devices.
+
+        Raises:
+            SpecError: the trial asks for more devices than the inventory has.
+            CannotLaunch: its folder cannot be created (devices already released).
+        """
+        request = self.request(rec, note=rec.index not in self.waiting)
+        placed = self._place(rec, request)
+        if placed is None:
+            return None
+        try:
+            os.makedirs(placed.request.trial_dir, exist_ok=True)
+        except OSError as e:
+            if placed.devices:
+                self.store.release_devices(self.exp.id, rec.index)
+            raise CannotLaunch(f"cannot create the trial folder {placed.request.trial_dir}: {e.strerror}; "
+                               f"fix it, then `nasctl resume {self.exp.name}`") from None
+        return placed
+
+    def submit(self, rec: TrialRecord, prepared: Prepared) -> RunningTrial:
+        """Start the job and record it as RUNNING.
+
+        Raises:
+            RunnerError: nothing started.
+        """
+        job = self.runner.submit(prepared.request)
+        failpoints.hit("after_submit")
+        rec = self.store.mark_trial_running(rec.id, job.handle, self.runner.scheduler, job.metadata,
+                                            devices=prepared.devices)
+        failpoints.hit("after_record_running")
+        return RunningTrial.launched(rec, job, prepared.request.env["NASCTL_LOG_DIR"])
+
+    def _place(self, rec: TrialRecord, request: JobRequest) -> Prepared | None:
+        """Lease devices for a trial that asks for GPUs on a runner that places them
+        itself: the request with its CUDA_VISIBLE_DEVICES and the devices, or None
+        while too few are free."""
+        inventory = self.runner.device_inventory() if request.gpu > 0 else None
+        if inventory is None:
+            return Prepared(request, None)
+        self.runner.check_gpu(request.gpu)
+        if self._placer is None:
+            self._placer = DevicePlacer(self.store, inventory, self.owner, self.runner, self._owner_alive)
+        devices, reclaimed = self._placer.place(self.exp.id, rec, request.gpu)
+        for lease in reclaimed:
+            if lease.trial_status is not None and not lease.trial_status.is_terminal:
+                self.store.add_event(
+                    self.exp.id, "devices",
+                    f"device {lease.device} reclaimed from trial {lease.trial_index} of experiment "
+                    f"{lease.experiment_id}: its orchestrator and job are gone", trial_index=rec.index)
+        if devices is None:
+            if rec.index not in self.waiting:
+                self.waiting.add(rec.index)
+                self.store.set_device_wait(rec.id, utcnow())
+                self._messages.note(
+                    f"trial {rec.index} waits for {request.gpu} free device{'s' if request.gpu > 1 else ''} "
+                    f"(devices {','.join(inventory.devices)} are all in use)")
+            return None
+        self.waiting.discard(rec.index)
+        return Prepared(dataclasses.replace(request, env={**request.env, **visible_devices_env(devices)}), devices)
+
+    def stop_waiting(self, queued: Iterable[TrialRecord]) -> None:
+        """Nobody waits for devices once the loop has ended: clear the marks of the queued trials."""
+        for rec in queued:
+            if rec.index in self.waiting:
+                self.store.set_device_wait(rec.id, None)
+        self.waiting.clear()

@@ -1,0 +1,95 @@
+"""The trial ledger: one experiment's trials counted by status, its completed
+results and Pareto front, and the budget rules that end a run.
+
+The loop moves a trial through the ledger as it moves it through the store
+(recorded, started, finished); the ledger never writes to the store itself.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+
+from nasctl.orchestration.fidelity import FidelityBudget, front_results
+from nasctl.pareto import compute_front
+from nasctl.spec import ExperimentSpec
+from nasctl.types import TrialRecord, TrialStatus
+
+DURATIONS_KEPT = 10
+"""How many recent completed trials' durations the pacing rules look at."""
+
+
+class TrialLedger:
+    """Counts, results and budget of one experiment's trials.
+
+    Args:
+        spec: the experiment's spec (budget, objectives, constraints, fidelity).
+    """
+
+    def __init__(self, spec: ExperimentSpec) -> None:
+        self.spec = spec
+        self.counts: dict[str, int] = {s.value: 0 for s in TrialStatus}
+        self.created = 0
+        self.completed: list[tuple[int, dict[str, float]]] = []
+        self.front: list[int] = []
+        self.hypervolume = 0.0
+        self.durations: deque[float] = deque(maxlen=DURATIONS_KEPT)  # seconds of the last completed trials
+        self.fidelity = FidelityBudget(spec)
+
+    def load(self, trial: TrialRecord) -> None:
+        """Count a trial the store already holds (resume). A trial still RUNNING or
+        CANDIDATE is counted when the loop re-attaches or queues it."""
+        self.created += 1
+        self.fidelity.charge(trial.index, trial.fidelity, trial.promoted_from)
+        if trial.status.is_terminal:
+            self.counts[trial.status.value] += 1
+            if trial.status == TrialStatus.COMPLETED:
+                self.completed.append((trial.index, dict(trial.values)))
+
+    def record(self, index: int, fidelity: float | None, promoted_from: int | None) -> None:
+        """Count a new candidate the loop has just recorded."""
+        self.fidelity.charge(index, fidelity, promoted_from)
+        self.created += 1
+        self.counts[TrialStatus.CANDIDATE.value] += 1
+
+    def move(self, was: TrialStatus | None, now: TrialStatus) -> None:
+        """A trial went from `was` (None: not counted yet) to `now`."""
+        if was is not None:
+            self.counts[was.value] -= 1
+        self.counts[now.value] += 1
+
+    def complete(self, index: int, values: Mapping[str, float], seconds: float | None) -> None:
+        """Keep a completed trial's result (and how long it ran, when known)."""
+        if seconds is not None:
+            self.durations.append(seconds)
+        self.completed.append((index, dict(values)))
+
+    @property
+    def may_create(self) -> bool:
+        """Whether another trial may be recorded (budget.max_trials)."""
+        return self.created < self.spec.budget.max_trials
+
+    @property
+    def left(self) -> int:
+        return self.spec.budget.max_trials - self.created
+
+    def failures_exceeded(self, experiment: str) -> str | None:
+        """Why the run must end for failures (more than budget.max_failures), else None."""
+        failures = self.counts[TrialStatus.FAILED.value]
+        limit = self.spec.budget.max_failures
+        if failures <= limit:
+            return None
+        return (f"{failures} trials failed, more than budget.max_failures={limit}; "
+                f"see `nasctl trials {experiment} --status FAILED`")
+
+    def update_front(self) -> None:
+        """Recompute the Pareto front and hypervolume of the completed results
+        (top-rung results only under optimizer.fidelity, unless it says otherwise)."""
+        done = front_results(self.spec, self.completed, self.fidelity.of)
+        res = compute_front(done, self.spec.objectives, self.spec.parsed_constraints)
+        self.front, self.hypervolume = res.indices, res.hypervolume
+
+    def front_values(self) -> list[tuple[int, dict[str, float]]]:
+        """The front's trials with their objective values."""
+        by_index = dict(self.completed)
+        return [(i, {k: by_index[i][k] for k in self.spec.objectives if k in by_index[i]}) for i in self.front]

@@ -1,0 +1,130 @@
+"""How a trial's end is recorded: in the store first (with its log tail and what it
+reported about itself), then in the ledger, early stopping and the optimizer.
+
+The store comes first so that a crash in between loses nothing: a resumed loop
+rebuilds the ledger and the optimizer from the store (nasctl/orchestration/resume.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nasctl.errors import NotFoundError, RunnerError
+from nasctl import failpoints
+from nasctl.orchestration.early_stopping import EarlyStopper
+from nasctl.orchestration.generator import CandidateGenerator
+from nasctl.orchestration.ledger import TrialLedger
+from nasctl.orchestration.progress import Messages, fmt_values
+from nasctl.orchestration.running import LOG_TAIL_LINES, RunningTrial, disk_full, read_trial_info, started_epoch
+from nasctl.runners.base import Runner
+from nasctl.spec import ExperimentSpec
+from nasctl.store import Store
+from nasctl.types import ExperimentRecord, Observation, TrialRecord, TrialStatus
+
+CANCEL_IGNORED_EVENT = "cancel_ignored"
+"""Event kind: a cancel request came for a trial that had already ended."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A trial's end as the loop decided it.
+
+    Attributes:
+        status: the terminal status.
+        reason: why it did not complete (None when it did).
+        values: the metric values to store (completed, early-stopped or partial).
+        stopped_values: an early-stopped trial's projected values, for the optimizer.
+        observations: the last curves, stored in the same transaction as the end.
+        reader_state: where reading its logs stopped.
+    """
+
+    status: TrialStatus
+    reason: str | None = None
+    values: dict[str, float] | None = None
+    stopped_values: dict[str, float] | None = None
+    observations: Sequence[Observation] = ()
+    reader_state: dict[str, Any] | None = None
+
+
+class TrialOutcomes:
+    """Records trial ends for one experiment.
+
+    Args:
+        store: the database.
+        experiment: the experiment record.
+        spec: its spec.
+        runner: cancels jobs and reads log tails.
+        generator: the optimizer (told every end).
+        ledger: counts and results.
+        stopper: early stopping (None without it).
+        messages: the live display's messages.
+    """
+
+    def __init__(self, store: Store, experiment: ExperimentRecord, spec: ExperimentSpec, runner: Runner,
+                 generator: CandidateGenerator, ledger: TrialLedger, stopper: EarlyStopper | None,
+                 messages: Messages) -> None:
+        self.store, self.exp, self.spec, self.runner = store, experiment, spec, runner
+        self.gen, self.ledger, self.stopper, self._messages = generator, ledger, stopper, messages
+
+    def end_running(self, run: RunningTrial, outcome: Outcome) -> None:
+        """A running trial ended: its log tail (unless it completed), what it wrote about
+        itself (trial_info.json) and, for a failure, whether the disk was full."""
+        reason = outcome.reason
+        if outcome.status == TrialStatus.FAILED:
+            full = disk_full(self.exp.work_dir)
+            reason = f"{reason} ({full})" if full else reason
+        tail = self.runner.log_tail(run.job, LOG_TAIL_LINES) if outcome.status != TrialStatus.COMPLETED else None
+        info, problem = read_trial_info(str(run.reader.log_dir))
+        if problem:
+            self.store.add_event(self.exp.id, "warning", problem, trial_index=run.index)
+        self.finish(run.trial, TrialStatus.RUNNING, outcome, reason=reason, log_tail=tail, info=info)
+
+    def finish(self, rec: TrialRecord, was: TrialStatus, outcome: Outcome, *, reason: str | None = None,
+               log_tail: str | None = None, info: dict[str, Any] | None = None) -> None:
+        """Store a trial's end (`reason` overrides the outcome's), then tell the ledger,
+        early stopping and the optimizer."""
+        status, values = outcome.status, outcome.values
+        reason = reason if reason is not None else outcome.reason
+        self.store.finish_trial(rec.id, status, values, reason, log_tail, info=info,
+                                observations=outcome.observations, reader_state=outcome.reader_state)
+        failpoints.hit("after_finish_trial")
+        self.ledger.move(was, status)
+        if self.stopper is not None:
+            if status == TrialStatus.COMPLETED:
+                assert values is not None
+                self.stopper.complete(rec.index, values)
+            else:
+                self.stopper.forget(rec.index)
+        if status == TrialStatus.COMPLETED:
+            assert values is not None
+            self.gen.complete(rec.index, values)
+            seconds = time.time() - started_epoch(rec) if rec.started_at is not None else None
+            self.ledger.complete(rec.index, values, seconds)
+            self._messages.note(f"trial {rec.index} completed: " + fmt_values(values, self.spec.objectives))
+        elif status == TrialStatus.FAILED:
+            self.gen.fail(rec.index, reason)
+            self._messages.note(f"trial {rec.index} failed: {reason}")
+        elif status == TrialStatus.EARLY_STOPPED:
+            self.gen.early_stop(rec.index, outcome.stopped_values)
+            self._messages.note(f"trial {rec.index} {reason}")
+        else:
+            self.gen.abandon(rec.index)
+
+    def cancel_ignored(self, index: int) -> None:
+        """A cancel request for a trial that is no longer running or waiting: say so in the audit trail."""
+        try:
+            why = f"it had already ended {self.store.get_trial(self.exp.id, index).status.value}"
+        except NotFoundError:
+            why = "no such trial"
+        self.store.add_event(self.exp.id, CANCEL_IGNORED_EVENT, f"cancel of trial {index} ignored: {why}",
+                             trial_index=index)
+
+    def cancel(self, run: RunningTrial) -> None:
+        """Cancel a trial's job; a runner error becomes a warning event (the trial ends anyway)."""
+        try:
+            self.runner.cancel(run.job)
+        except RunnerError as e:
+            self.store.add_event(self.exp.id, "warning", str(e), trial_index=run.index)

@@ -1,0 +1,118 @@
+"""Resume: rebuild a loop's state from what the store holds for an experiment.
+
+Finished trials are counted (and fed to early stopping), RUNNING ones are
+re-attached to their jobs (keeping their devices), and recorded CANDIDATEs are
+either found already submitted before a crash (`Runner.find`, by the job's
+deterministic name) and re-attached, or queued to be submitted once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT, EarlyStopper, seconds_saved, stop_records
+from nasctl.orchestration.launch import TrialLauncher
+from nasctl.orchestration.ledger import TrialLedger
+from nasctl.orchestration.progress import Messages
+from nasctl.orchestration.running import RunningTrial
+from nasctl.runners.base import Runner, SubmittedJob
+from nasctl.store import Store
+from nasctl.types import ExperimentRecord, TrialRecord, TrialStatus
+
+
+@dataclass
+class Resumed:
+    """What a resumed loop starts from."""
+
+    running: dict[int, RunningTrial] = field(default_factory=dict)
+    queued: list[TrialRecord] = field(default_factory=list)
+    seconds_saved: float = 0.0  # by the early stops recorded so far
+
+
+class Resumer:
+    """Reads an experiment's trials back into a ledger, re-attaching and queueing.
+
+    Args:
+        store: the database.
+        experiment: the experiment record.
+        runner: asked for jobs submitted before a crash.
+        launcher: builds the request a recorded candidate's job was submitted with.
+        ledger: counts and results, filled here.
+        stopper: early stopping, fed the stored curves (None without it).
+        owner: this orchestrator's lease owner id (it adopts the trials' devices).
+        messages: the live display's messages.
+    """
+
+    def __init__(self, store: Store, experiment: ExperimentRecord, runner: Runner, launcher: TrialLauncher,
+                 ledger: TrialLedger, stopper: EarlyStopper | None, owner: str, messages: Messages) -> None:
+        self.store = store
+        self.exp = experiment
+        self.runner = runner
+        self.launcher = launcher
+        self.ledger = ledger
+        self.stopper = stopper
+        self.owner = owner
+        self._messages = messages
+
+    def resume(self) -> Resumed:
+        out = Resumed()
+        stopped = []
+        for t in self.store.list_trials(self.exp.id):
+            self.ledger.load(t)
+            if t.status.is_terminal:
+                if t.status == TrialStatus.COMPLETED:
+                    self._feed_stopper(t)
+                elif t.status == TrialStatus.EARLY_STOPPED:
+                    stopped.append(t.index)
+            elif t.status == TrialStatus.RUNNING:
+                if t.devices:
+                    self.store.adopt_devices(self.exp.id, t.index, self.owner)  # the trial keeps its devices
+                self._attach(out, t, SubmittedJob(t.job_handle or "", dict(t.runner_metadata)))
+            else:
+                self._candidate(out, t)
+        if stopped:
+            events = self.store.events(self.exp.id, limit=1_000_000, kinds=[EARLY_STOPPED_EVENT])
+            out.seconds_saved = seconds_saved(stop_records(events, stopped))
+        self.ledger.update_front()
+        if self.ledger.created:
+            self.store.add_event(
+                self.exp.id, "resumed",
+                f"resumed with {self.ledger.created} trials: {len(out.running)} re-attached, "
+                f"{len(out.queued)} recorded candidates to submit",
+            )
+        return out
+
+    def _feed_stopper(self, t: TrialRecord) -> None:
+        if self.stopper is None:
+            return
+        self.stopper.track(t.index, t.parameters)
+        wanted = self.stopper.curve_metrics
+        obs = self.store.observations(t.id, wanted[0] if len(wanted) == 1 else None)
+        self.stopper.observe(t.index, [o for o in obs if o.metric in wanted])
+        self.stopper.complete(t.index, t.values)
+
+    def _candidate(self, out: Resumed, t: TrialRecord) -> None:
+        """A recorded CANDIDATE: submitted before a crash, or not?"""
+        request = self.launcher.request(t)
+        found = self.runner.find(request)
+        if found is None:
+            if request.gpu:
+                self.store.release_devices(self.exp.id, t.index)  # leased, never launched
+            self.ledger.move(None, TrialStatus.CANDIDATE)
+            out.queued.append(t)
+            return
+        devices = self.store.adopt_devices(self.exp.id, t.index, self.owner) if request.gpu else []
+        if request.gpu and not devices and found.metadata.get("devices"):
+            # its lease was reclaimed once its job ended; the job says where it ran
+            devices = str(found.metadata["devices"]).split(",")
+        t = self.store.mark_trial_running(t.id, found.handle, self.runner.scheduler, found.metadata,
+                                          devices=devices or None)
+        self._attach(out, t, found)
+        self._messages.note(f"trial {t.index} was submitted before a crash: re-attached to {found.handle}")
+
+    def _attach(self, out: Resumed, t: TrialRecord, job: SubmittedJob) -> None:
+        out.running[t.index] = RunningTrial.attached(t, job, self.exp.work_dir, self.store.reader_state(t.id))
+        self.ledger.move(None, TrialStatus.RUNNING)
+        if self.stopper is not None:
+            self.stopper.track(t.index, t.parameters)
+            self.stopper.observe(t.index, self.store.observations(t.id))

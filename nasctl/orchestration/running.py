@@ -1,0 +1,186 @@
+"""A running trial as the loop follows it: its job, its incrementally read logs,
+and the rules that read its end (did the job end, was it lost, what are its values).
+
+Each rule is one function, so the loop and its tests call the same decision.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timezone
+from typing import Any
+
+from nasctl.metrics import TRIAL_INFO_FILE, MetricSummary
+from nasctl.metrics.tensorboard import TensorBoardReader
+from nasctl.orchestration.jobs import trial_dir
+from nasctl.runners.base import JobState, JobStatus, SubmittedJob
+from nasctl.spec import ExperimentSpec
+from nasctl.types import Observation, TrialRecord
+
+LOG_TAIL_LINES = 40
+"""Lines of a trial's log kept with a trial that did not complete."""
+MAX_TRIAL_INFO_BYTES = 64_000
+MIN_FREE_BYTES = 16 * 2**20
+"""Below this much free space in the work directory, no trial is started (its logs and
+TensorBoard files would not fit) and a failed trial's reason says the disk is full."""
+LOST_AFTER_UNKNOWN_POLLS = 20
+"""A job whose state is unknown at this many polls is taken as lost."""
+FAST_POLL_SECONDS = 0.05
+"""Poll interval while a running trial is near its expected end."""
+DUE_FRACTION = 0.8
+"""A running trial is near its end once it has run this share of the median trial."""
+
+
+def started_epoch(t: TrialRecord) -> float:
+    """When a trial started (its creation if it has not), in epoch seconds, from the
+    store, so that timeouts and durations survive restarts."""
+    ts = t.started_at or t.created_at
+    return ts.replace(tzinfo=timezone.utc).timestamp()
+
+
+@dataclass
+class RunningTrial:
+    """A submitted trial: its record, its job, and its logs read so far."""
+
+    trial: TrialRecord
+    job: SubmittedJob
+    reader: TensorBoardReader
+    summary: MetricSummary
+    started: float  # epoch seconds (started_epoch)
+    unknown_polls: int = 0
+
+    @classmethod
+    def launched(cls, trial: TrialRecord, job: SubmittedJob, tb_dir: str) -> RunningTrial:
+        """A trial whose job was just submitted: nothing read yet."""
+        return cls(trial, job, TensorBoardReader(tb_dir), MetricSummary(), started_epoch(trial))
+
+    @classmethod
+    def attached(cls, trial: TrialRecord, job: SubmittedJob, work_dir: str,
+                 reader_state: dict[str, Any]) -> RunningTrial:
+        """A trial re-attached after a restart: its logs are read on from where the stored state left off."""
+        tb = os.path.join(trial.log_dir or trial_dir(work_dir, trial.index), "tb")
+        return cls(trial, job, TensorBoardReader(tb, reader_state), MetricSummary(reader_state.get("summary")),
+                   started_epoch(trial))
+
+    @property
+    def index(self) -> int:
+        return self.trial.index
+
+    def read_new(self) -> list[Observation]:
+        """What the trial logged since the last read (the summary is updated).
+
+        Raises:
+            MetricsError: the log is corrupt.
+        """
+        new = self.reader.read_new()
+        if new:
+            self.summary.update(new)
+        return new
+
+    @property
+    def reader_state(self) -> dict[str, Any]:
+        """Where reading stopped, as JSON for the store (resume reads on from here)."""
+        return {**self.reader.state, "summary": self.summary.state}
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """How a running trial's job ended, as the loop acts on it."""
+
+    succeeded: bool
+    reason: str | None = None
+
+
+def job_end(run: RunningTrial, status: JobStatus | None) -> JobEnd | None:
+    """Read one poll of a running trial's job: None while it runs (or its state is
+    unknown for fewer than LOST_AFTER_UNKNOWN_POLLS polls), else how it ended."""
+    if status is None or not status.state.is_terminal:
+        if status is not None and status.state == JobState.UNKNOWN:
+            run.unknown_polls += 1
+            if run.unknown_polls >= LOST_AFTER_UNKNOWN_POLLS:
+                return JobEnd(False, f"job {run.job.handle} was lost: {status.message}")
+        return None
+    if status.state == JobState.SUCCEEDED:
+        return JobEnd(True)
+    if status.state == JobState.CANCELLED:
+        return JobEnd(False, "job was cancelled outside nasctl")
+    msg = (status.message or "").strip().splitlines()
+    return JobEnd(False, f"job failed{': ' + msg[-1] if msg else ''}")
+
+
+def metric_values(spec: ExperimentSpec, summary: MetricSummary) -> tuple[dict[str, float], list[str]]:
+    """Each logged metric's finite value by the spec's rule (last or best), and what
+    is wrong with the spec's metrics: never logged, or not finite."""
+    values: dict[str, float] = {}
+    for m in summary.metrics:
+        obj = spec.objectives.get(m)
+        v = summary.value(m, obj.value if obj else "last", obj.maximize if obj else True)
+        if v is not None and math.isfinite(v):
+            values[m] = v
+    problems = []
+    for m in spec.metric_names:
+        obj = spec.objectives.get(m)
+        v = summary.value(m, obj.value if obj else "last", obj.maximize if obj else True)
+        if v is None:
+            logged = ", ".join(sorted(summary.metrics)) or "nothing"
+            problems.append(f"metric {m!r} was never logged (logged: {logged})")
+        elif not math.isfinite(v):
+            problems.append(f"metric {m!r} is {v}")
+    return values, problems
+
+
+def read_trial_info(log_dir: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The trial's `trial_info.json` (device, precision, versions, ...), if it wrote one.
+
+    Returns (info, problem): info is None when the file is absent or unusable;
+    problem says why it was unusable (for a warning event), None otherwise.
+    """
+    path = os.path.join(log_dir, TRIAL_INFO_FILE)
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return None, None
+    if size > MAX_TRIAL_INFO_BYTES:
+        return None, f"{path} is {size} bytes, more than {MAX_TRIAL_INFO_BYTES}; not stored"
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f, parse_constant=lambda c: None)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return None, f"{path} is not valid JSON ({e}); not stored"
+    if not isinstance(info, dict):
+        return None, f"{path} holds a {type(info).__name__}, not a JSON object; not stored"
+    return info, None
+
+
+def disk_full(work_dir: str) -> str | None:
+    """What to say when the work directory has less than MIN_FREE_BYTES free, else None."""
+    try:
+        free = shutil.disk_usage(work_dir).free
+    except OSError:
+        return None  # not there (yet): creating the trial's folder will say why
+    if free >= MIN_FREE_BYTES:
+        return None
+    return f"the work directory {work_dir} is full ({free / 2**20:.1f} MiB free, no space left on device)"
+
+
+def sleep_seconds(poll_interval: float, notified: bool, durations: Iterable[float],
+                  started: Iterable[float], now: float) -> float:
+    """The pause before the loop's next tick: `poll_interval`, shortened to
+    FAST_POLL_SECONDS while a running trial (`started`: their start times) is near
+    its expected end (past DUE_FRACTION of the median of recent `durations`), so
+    that a freed slot is noticed and refilled within ~50 ms instead of half a poll
+    interval on average. Not where the runner wakes the loop itself when a job ends
+    (`notified`, `Runner.notify_on_end`)."""
+    recent = list(durations)
+    if notified or not recent:
+        return poll_interval
+    due = DUE_FRACTION * statistics.median(recent)
+    if any(now - t >= due for t in started):
+        return min(poll_interval, FAST_POLL_SECONDS)
+    return poll_interval
