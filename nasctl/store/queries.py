@@ -9,8 +9,11 @@ Operator requests (`request_stop`, `request_cancel`) are events in the
 experiment's audit trail. The orchestrator lives in another process; it honours
 them by reading `requests_after` at each loop step:
 
-- kind `stop_requested`, `trial_index` NULL, data `{"reason": str}`: stop the
-  experiment cleanly (as on SIGTERM: cancel running trials, mark it STOPPED).
+- kind `stop_requested`, `trial_index` NULL, data `{"reason": str, "cancel": bool}`:
+  stop the experiment at the next loop step and mark it STOPPED. As on Ctrl-C or
+  SIGTERM, running trials are left running, recorded, for a later `nasctl resume`
+  to re-attach; only with `cancel` (`nasctl stop --cancel`) are their jobs
+  cancelled and they, and the candidates not yet started, marked ABANDONED.
 - kind `cancel_requested`, `trial_index` = the trial, data `{"reason": str}`:
   cancel that trial's job and mark it ABANDONED.
 """
