@@ -22,9 +22,9 @@ import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from nasctl.optimizer.base import Candidate, RestoredTrial
 from nasctl.optimizer.gpfit import FitCache
 from nasctl.optimizer.methods import resolve_method
 from nasctl.optimizer.novelty import METHOD as EXPLORE
@@ -42,26 +42,7 @@ from nasctl.optimizer.strategies import build_strategy
 from nasctl.spec import ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
 from nasctl.types import ParamValue
 
-
-@dataclass(frozen=True)
-class RestoredTrial:
-    """What the optimizer needs of a stored trial to rebuild its state."""
-
-    index: int
-    parameters: Mapping[str, ParamValue]
-    status: str
-    method: str
-    values: Mapping[str, float]
-    stopped_values: Mapping[str, float] | None = None  # what the optimizer was told for an EARLY_STOPPED trial
-    promoted_from: int | None = None  # the trial a multi-fidelity promotion continues
-
-
-@dataclass(frozen=True)
-class Candidate:
-    index: int
-    parameters: dict[str, ParamValue]
-    method: str
-    promoted_from: int | None = None  # a multi-fidelity promotion of this trial (see `multifidelity`)
+__all__ = ["AxOptimizer", "Candidate", "RestoredTrial", "ax_metric_names"]
 
 
 def _quiet_ax() -> None:

@@ -34,7 +34,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from nasctl.optimizer.ax_optimizer import AxOptimizer, Candidate, RestoredTrial
+from nasctl.optimizer.ax_optimizer import AxOptimizer
+from nasctl.optimizer.base import Candidate, RestoredTrial
 from nasctl.optimizer.promotion import RungResult, choose_promotion
 from nasctl.spec import ExperimentSpec, FidelitySpec
 from nasctl.types import ParamValue
