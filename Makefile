@@ -53,9 +53,12 @@ services:
 	@[ -x /usr/bin/chromium ] || { apt-get update -qq && apt-get install -y -qq chromium; }
 	scripts/slurm-local.sh up
 
-# Two pytest-xdist workers (most tests wait on trial processes, not the CPU), then
-# the tests marked `serial`, which restart a service the others use.
+# The structure first (import layers, types: seconds), then two pytest-xdist
+# workers (most tests wait on trial processes, not the CPU), then the tests
+# marked `serial`, which restart a service the others use.
 test: install-test services
+	$(VENV)/bin/lint-imports
+	$(PY) -m mypy nasctl
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not serial"
 	$(PY) -m pytest -m serial
 

@@ -22,6 +22,8 @@ from pydantic import (
 )
 
 from nasctl.errors import SpecError
+from nasctl.sources import TRIAL_SOURCES, get_source
+from nasctl.sources.base import MODULE_RE
 
 MAX_SPEC_BYTES = 1_000_000
 MAX_PARAMETERS = 200
@@ -201,27 +203,12 @@ class Resources(_Model):
     gpu: int = Field(default=0, ge=0, le=64)
 
 
-_MODULE = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
-MODULE_RE = re.compile(f"^{_MODULE}$")  # pkg.module
-TARGET_RE = re.compile(f"^{_MODULE}:[A-Za-z_][A-Za-z0-9_]*$")  # pkg.module:name
-
-# Where a trial's code comes from: exactly one of these keys is set. A new
-# source adds its key and description here and its launch in orchestration/jobs.py (build_request).
-TRIAL_SOURCES: dict[str, str] = {
-    "search_space": "a built-in such as mlp_digits or cnn",
-    "script": "a training script",
-    "model": '"pkg.module:build", a user model for the built-in trainer',
-    "function": "a Python function pkg.module:fn",
-    "component": "a TorchX component such as utils.python or file.py:fn",
-}
-# Sources trained by the built-in trainer, which is where trial.dataset applies.
-BUILTIN_TRAINER_SOURCES = ("search_space", "model")
-
-
 class TrialSpec(_Model):
-    """What each trial runs: exactly one source (see `TRIAL_SOURCES`), plus
-    fixed arguments and resources. `code_dir` is set by `load_spec` to the spec
-    file's folder, where `function` modules and component files are looked up."""
+    """What each trial runs: exactly one trial source, plus fixed arguments and
+    resources. The sources are the classes of `nasctl.sources` (one field here
+    per key of `TRIAL_SOURCES`); each checks its own keys. `code_dir` is set by
+    `load_spec` to the spec file's folder, where `function` modules and
+    component files are looked up."""
 
     search_space: str | None = None
     script: str | None = None
@@ -242,37 +229,39 @@ class TrialSpec(_Model):
 
     @property
     def source(self) -> str:
-        """The key of the trial source that is set (see TRIAL_SOURCES)."""
+        """The key of the trial source that is set (`nasctl.sources.TRIAL_SOURCES`)."""
         return next(k for k in TRIAL_SOURCES if getattr(self, k))
 
     @model_validator(mode="after")
     def _one_source(self) -> TrialSpec:
         given = [k for k in TRIAL_SOURCES if getattr(self, k)]
         if len(given) != 1:
-            options = " or ".join(f"trial.{k} ({what})" for k, what in TRIAL_SOURCES.items())
+            options = " or ".join(f"trial.{k} ({get_source(k).description})" for k in TRIAL_SOURCES)
             raise ValueError(f"set exactly one of {options}; got {given or 'none'}")
-        if self.model is not None and not TARGET_RE.match(self.model):
-            raise ValueError(f"trial.model {self.model!r} must look like pkg.module:function")
-        if self.function is not None and not TARGET_RE.match(self.function):
-            raise ValueError(f"trial.function {self.function!r} must look like 'package.module:function'")
-        if self.model is not None and not self.dataset:
-            raise ValueError("trial.model needs trial.dataset (digits, mnist1d, mnist or idx:/path/to/dir)")
-        if self.model_path is not None and self.model is None:
-            raise ValueError("trial.model_path applies only with trial.model")
-        if self.dataset is not None and given[0] not in BUILTIN_TRAINER_SOURCES:
-            raise ValueError(f"trial.dataset applies to the built-in trainer, not to trial.{given[0]}")
+        key = given[0]
+        source = get_source(key)
+        source.validate(self)
+        if self.model_path is not None and "model_path" not in source.options:
+            raise ValueError(f"trial.model_path applies only with {_sources_taking('model_path')}")
+        if self.dataset is not None and "dataset" not in source.options:
+            raise ValueError(f"trial.dataset applies to the built-in trainer, not to trial.{key}")
         if self.dataset is not None and "dataset" in self.args:
             raise ValueError("set the dataset once: trial.dataset or trial.args.dataset, not both")
-        for key in self.args:
-            if not PARAM_RE.match(key):
-                raise ValueError(f"argument name {key!r} must match {PARAM_RE.pattern}")
+        for name in self.args:
+            if not PARAM_RE.match(name):
+                raise ValueError(f"argument name {name!r} must match {PARAM_RE.pattern}")
         for module in self.preload or []:
             if not MODULE_RE.match(module):
                 raise ValueError(f"trial.preload entry {module!r} is not a module name like torch or pkg.module")
-        if self.preload and given[0] in ("function", "component"):
-            raise ValueError(f"trial.preload applies to trial.script, trial.search_space and trial.model, "
-                             f"not to trial.{given[0]}")
+        if self.preload and "preload" not in source.options:
+            raise ValueError(f"trial.preload applies to {_sources_taking('preload')}, not to trial.{key}")
         return self
+
+
+def _sources_taking(option: str) -> str:
+    """The sources that take a `trial:` option, as `trial.a, trial.b and trial.c`."""
+    keys = [f"trial.{k}" for k in TRIAL_SOURCES if option in get_source(k).options]
+    return " and ".join(filter(None, [", ".join(keys[:-1]), keys[-1]]))
 
 
 class RunnerSpec(_Model):
@@ -683,87 +672,12 @@ def parse_spec_in(text: str, folder: str | Path, source: str = "<spec>",
     Raises:
         SpecError: invalid YAML or spec, or a path that does not exist.
     """
-    p = Path(folder) / "spec.yaml"
     spec = parse_spec(text, source=source, overrides=overrides)
-    update: dict[str, Any] = {}
     trial = spec.trial
-    if trial.script:
-        script = Path(trial.script)
-        if not script.is_absolute():
-            script = (p.parent / script).resolve()
-        if not script.is_file():
-            raise SpecError(f"trial.script {trial.script} does not exist (looked at {script})", "fix the path")
-        update["script"] = str(script)
-    if trial.model:
-        folder = (p.parent / (trial.model_path or ".")).resolve()
-        check_model_target(trial.model, folder)
-        update["model_path"] = str(folder)
-    if trial.dataset and trial.dataset.startswith("idx:"):
-        d = Path(trial.dataset[4:]).expanduser()
-        update["dataset"] = "idx:" + str(d if d.is_absolute() else (p.parent / d).resolve())
-    if trial.component or trial.function:
-        update["code_dir"] = str(p.parent.resolve())
-    if trial.function:
-        _check_importable(trial.function.partition(":")[0], update["code_dir"], "trial.function")
+    update = get_source(trial.source).resolve(trial, Path(folder))
     if update:
         spec = spec.model_copy(update={"trial": trial.model_copy(update=update)})
     return spec
-
-
-def _check_importable(module: str, code_dir: str, key: str) -> None:
-    """The module can be found (next to the spec or on sys.path) without importing it."""
-    import importlib.util
-    import sys
-
-    sys.path.insert(0, code_dir)
-    try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        found = None
-    finally:
-        sys.path.remove(code_dir)
-    if found is None:
-        raise SpecError(f"{key}: module {module!r} was not found next to the spec ({code_dir}) or on PYTHONPATH",
-                        "check the module name, or install the package that provides it")
-
-
-def check_model_target(target: str, folder: Path) -> None:
-    """Check that `pkg.module:function` exists under `folder` (or on sys.path)
-    without importing it (importing would pull torch into the CLI): the module
-    file is found and parsed, and must define or import `function` at top level.
-
-    Raises:
-        SpecError: the module file or the function is missing, or the file does not parse.
-    """
-    import ast
-    import sys
-
-    module, _, func = target.partition(":")
-    rel = Path(*module.split("."))
-    bases = [folder, *(Path(x) for x in sys.path if x)]
-    candidates = [c for base in bases for c in (base / rel.with_suffix(".py"), base / rel / "__init__.py")]
-    found = next((c for c in candidates if c.is_file()), None)
-    if found is None:
-        raise SpecError(
-            f"trial.model {target!r}: module {module} not found (looked for {rel}.py in {folder})",
-            "put the module next to the spec or set trial.model_path to its folder",
-        )
-    try:
-        tree = ast.parse(found.read_text(encoding="utf-8"), filename=str(found))
-    except (SyntaxError, UnicodeDecodeError, OSError) as e:
-        raise SpecError(f"trial.model {target!r}: {found} cannot be parsed: {e}", "fix the module") from None
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-    if func not in names:
-        raise SpecError(f"trial.model {target!r}: {found} defines no {func}()", f"define def {func}(params) there")
 
 
 def spec_to_dict(spec: ExperimentSpec) -> dict[str, Any]:

@@ -22,9 +22,8 @@ from nasctl.orchestration.fidelity import front_trials
 from nasctl.pareto import compute_front
 from nasctl.runners import Runner, get_runner
 from nasctl.optimizer.methods import SAASBO_INSTALL_HINT, saasbo_available
-from nasctl.runners.components import check_component, resolve_component_name
-from nasctl.search_spaces import TRAINER_METRICS, check_dataset, get_search_space
-from nasctl.spec import BUILTIN_TRAINER_SOURCES, ExperimentSpec, spec_from_dict, spec_to_dict
+from nasctl.sources import source_of
+from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store, queries
 from nasctl.types import ExperimentRecord, ExperimentStatus, TrialRecord, TrialStatus
 
@@ -47,47 +46,21 @@ def prepare_orchestrator_process() -> None:
 
 
 def check_spec_runnable(spec: ExperimentSpec) -> None:
-    """Checks that need the registries: the built-in search space accepts the
-    spec's parameters and argument names and logs its metrics, the dataset is
-    known, and the runner exists."""
-    if spec.trial.search_space:
-        space = get_search_space(spec.trial.search_space)
-        names = set(spec.search_space) | set(spec.trial.args)
-        if spec.optimizer.fidelity is not None:
-            names.add(spec.optimizer.fidelity.parameter)
-        unknown = names - space.parameters
-        if unknown:
-            raise BadInputError(
-                f"search space {space.name} does not take parameters {sorted(unknown)}",
-                f"it takes: {', '.join(sorted(space.parameters))}",
-            )
-        missing = [m for m in spec.metric_names if m not in space.metrics]
-        if missing:
-            raise BadInputError(
-                f"search space {space.name} does not log metrics {missing}",
-                f"it logs: {', '.join(space.metrics)}",
-            )
-    if spec.trial.component:
-        target = resolve_component_name(spec.trial.component, spec.trial.code_dir)
-        check_component(target, [*spec.search_space, *spec.trial.args])
+    """Checks that need the registries, before anything is created: the trial
+    source's own (`TrialSource.check_runnable`: a built-in search space takes
+    the spec's parameters and logs its metrics, the dataset is known, a
+    component takes the parameters), the optimizer method's dependencies, and
+    the runner (it exists and has the GPUs the trials ask for)."""
+    source = source_of(spec.trial)
+    source.check_runnable(spec)
     if spec.optimizer.method == "saasbo" and not saasbo_available():
         raise BadInputError("optimizer.method saasbo needs JAX and NumPyro, which are not installed",
                             SAASBO_INSTALL_HINT)
     if spec.runner.scheduler == "inprocess" and not spec.trial.function:
         raise BadInputError("runner.scheduler inprocess runs only trial.function trials",
                             "set trial.function, or use runner.scheduler local_cwd")
-    if spec.trial.model:
-        missing = [m for m in spec.metric_names if m not in TRAINER_METRICS]
-        if missing:
-            raise BadInputError(
-                f"the built-in trainer of trial.model does not log metrics {missing}",
-                f"it logs: {', '.join(TRAINER_METRICS)}",
-            )
-    dataset = spec.trial.dataset or spec.trial.args.get("dataset") or spec.fixed.get("dataset")
-    if dataset is not None and spec.trial.source in BUILTIN_TRAINER_SOURCES:
-        check_dataset(str(dataset))
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
-    if spec.trial.source != "component":  # a component's role says its GPUs; checked when it is placed
+    if source.uses_trial_resources:  # a component's role says its own GPUs, checked when it is placed
         runner.check_gpu(spec.trial.resources.gpu)
 
 

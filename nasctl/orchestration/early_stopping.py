@@ -295,7 +295,7 @@ class EarlyStopper:
 
     def _dominators(self, point: Mapping[str, float]) -> list[int]:
         done = [(i, t.values) for i, t in self._trials.items() if t.values is not None]
-        front = compute_front(done, self.spec.objectives, self.spec.parsed_constraints)  # type: ignore[arg-type]
+        front = compute_front(done, self.spec.objectives, self.spec.parsed_constraints)
         out = []
         for i in front.indices:
             vals = self._trials[i].values

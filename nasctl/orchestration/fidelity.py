@@ -53,7 +53,7 @@ def trial_fidelity(spec: ExperimentSpec, parameters: Mapping[str, ParamValue]) -
     fid = spec.optimizer.fidelity
     if fid is None or fid.parameter not in parameters:
         return None
-    return float(parameters[fid.parameter])  # type: ignore[arg-type]
+    return float(parameters[fid.parameter])
 
 
 def front_trials(spec: ExperimentSpec, trials: Iterable[TrialRecord]) -> list[tuple[int, dict[str, float]]]:

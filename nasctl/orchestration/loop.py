@@ -84,9 +84,7 @@ class Orchestrator:
                  generator: CandidateGenerator, *, poll_interval: float = 0.25, metrics_interval: float = 2.0,
                  on_progress: ProgressSink | None = None, lookahead: int | None = None) -> None:
         self.store, self.exp, self.spec, self.runner, self.gen = store, experiment, spec, runner, generator
-        self.poll_interval = poll_interval
-        self.metrics_interval = metrics_interval
-        self.on_progress = on_progress
+        self.poll_interval, self.metrics_interval, self.on_progress = poll_interval, metrics_interval, on_progress
         self.owner = owner_id()
         self.messages = Messages()
         self.ledger = TrialLedger(spec)
@@ -101,8 +99,7 @@ class Orchestrator:
         self._stop: _Stop | None = None
         self._stop_lock = threading.Lock()
         self._last_event_id = 0
-        self._reattached = 0
-        self._saved = 0.0
+        self._reattached, self._saved = 0, 0.0  # trials re-attached on resume; early stopping's seconds saved
         self._t0 = time.monotonic()
         self._wake = threading.Event()  # set when a job ended, a proposal is ready or a stop was asked for
         self._notified = False  # the runner wakes the loop when a job ends (no fast polling needed)

@@ -37,6 +37,7 @@ from nasctl.leases import owner_alive, owner_id
 from nasctl.orchestration import control
 from nasctl.orchestration.loop import Orchestrator
 from nasctl.runners import get_runner
+from nasctl.sources import source_of
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store
 from nasctl.types import ExperimentRecord, ExperimentStatus
@@ -204,7 +205,7 @@ class Supervisor:
         try:
             spec = spec_from_dict(exp.spec)
             gpu = spec.trial.resources.gpu
-            if gpu <= 0 or spec.trial.source == "component":
+            if gpu <= 0 or not source_of(spec.trial).uses_trial_resources:  # a component's role says its GPUs
                 return True
             inventory = get_runner(spec.runner.scheduler, spec.runner.cfg).device_inventory()
         except NasctlError:
