@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -22,8 +24,6 @@ from pydantic import (
 )
 
 from nasctl.errors import SpecError
-from nasctl.sources import TRIAL_SOURCES, get_source
-from nasctl.sources.base import MODULE_RE
 
 MAX_SPEC_BYTES = 1_000_000
 MAX_PARAMETERS = 200
@@ -203,12 +203,43 @@ class Resources(_Model):
     gpu: int = Field(default=0, ge=0, le=64)
 
 
+_MODULE = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+MODULE_RE = re.compile(f"^{_MODULE}$")  # pkg.module
+TARGET_RE = re.compile(f"^{_MODULE}:[A-Za-z_][A-Za-z0-9_]*$")  # pkg.module:name
+
+SOURCE_OPTIONS = frozenset({"model_path", "dataset", "preload"})
+"""Keys of `trial:` that only some trial sources take."""
+
+
+@dataclass(frozen=True)
+class SourceKey:
+    """What the spec file says about one trial source (`trial.<key>`): its part of
+    the YAML's shape and of its paths. How the source runs is its class in
+    nasctl/sources/ (tests/unit/test_source_contract.py checks that both name
+    the same keys).
+
+    Attributes:
+        description: what the value is, for the spec's messages.
+        options: the keys of `SOURCE_OPTIONS` it takes; the others are refused.
+        target: for a `pkg.module:name` value, how its message writes that shape.
+        needs: options it cannot do without, with the values they take.
+        resolve: the `TrialSpec` fields to replace when the spec is a file in a
+            folder (relative paths made absolute, where code is looked up), after
+            checking on disk, without importing user code, that they exist.
+            Resolving a resolved trial changes nothing. Raises `SpecError`.
+    """
+
+    description: str
+    options: frozenset[str] = frozenset()
+    target: str | None = None
+    needs: tuple[tuple[str, str], ...] = ()
+    resolve: Callable[[TrialSpec, Path], dict[str, Any]] | None = None
+
+
 class TrialSpec(_Model):
-    """What each trial runs: exactly one trial source, plus fixed arguments and
-    resources. The sources are the classes of `nasctl.sources` (one field here
-    per key of `TRIAL_SOURCES`); each checks its own keys. `code_dir` is set by
-    `load_spec` to the spec file's folder, where `function` modules and
-    component files are looked up."""
+    """What each trial runs: exactly one trial source (a key of `SOURCE_KEYS`),
+    plus fixed arguments and resources. `code_dir` is set by `load_spec` to the
+    spec file's folder, where `function` modules and component files are looked up."""
 
     search_space: str | None = None
     script: str | None = None
@@ -229,18 +260,23 @@ class TrialSpec(_Model):
 
     @property
     def source(self) -> str:
-        """The key of the trial source that is set (`nasctl.sources.TRIAL_SOURCES`)."""
-        return next(k for k in TRIAL_SOURCES if getattr(self, k))
+        """The key of the trial source that is set (see `SOURCE_KEYS`)."""
+        return next(k for k in SOURCE_KEYS if getattr(self, k))
 
     @model_validator(mode="after")
     def _one_source(self) -> TrialSpec:
-        given = [k for k in TRIAL_SOURCES if getattr(self, k)]
+        given = [k for k in SOURCE_KEYS if getattr(self, k)]
         if len(given) != 1:
-            options = " or ".join(f"trial.{k} ({get_source(k).description})" for k in TRIAL_SOURCES)
+            options = " or ".join(f"trial.{k} ({s.description})" for k, s in SOURCE_KEYS.items())
             raise ValueError(f"set exactly one of {options}; got {given or 'none'}")
         key = given[0]
-        source = get_source(key)
-        source.validate(self)
+        source = SOURCE_KEYS[key]
+        value = getattr(self, key)
+        if source.target is not None and not TARGET_RE.match(value):
+            raise ValueError(f"trial.{key} {value!r} must look like {source.target}")
+        for option, values in source.needs:
+            if not getattr(self, option):
+                raise ValueError(f"trial.{key} needs trial.{option} ({values})")
         if self.model_path is not None and "model_path" not in source.options:
             raise ValueError(f"trial.model_path applies only with {_sources_taking('model_path')}")
         if self.dataset is not None and "dataset" not in source.options:
@@ -260,8 +296,60 @@ class TrialSpec(_Model):
 
 def _sources_taking(option: str) -> str:
     """The sources that take a `trial:` option, as `trial.a, trial.b and trial.c`."""
-    keys = [f"trial.{k}" for k in TRIAL_SOURCES if option in get_source(k).options]
+    keys = [f"trial.{k}" for k, s in SOURCE_KEYS.items() if option in s.options]
     return " and ".join(filter(None, [", ".join(keys[:-1]), keys[-1]]))
+
+
+def _resolve_script(trial: TrialSpec, folder: Path) -> dict[str, Any]:
+    assert trial.script is not None
+    script = Path(trial.script)
+    if not script.is_absolute():
+        script = (folder / script).resolve()
+    if not script.is_file():
+        raise SpecError(f"trial.script {trial.script} does not exist (looked at {script})", "fix the path")
+    return {"script": str(script)}
+
+
+def _resolve_dataset(trial: TrialSpec, folder: Path) -> dict[str, Any]:
+    """An `idx:` dataset's folder relative to the spec becomes absolute."""
+    if trial.dataset and trial.dataset.startswith("idx:"):
+        d = Path(trial.dataset[4:]).expanduser()
+        return {"dataset": "idx:" + str(d if d.is_absolute() else (folder / d).resolve())}
+    return {}
+
+
+def _resolve_model(trial: TrialSpec, folder: Path) -> dict[str, Any]:
+    assert trial.model is not None
+    where = (folder / (trial.model_path or ".")).resolve()
+    check_model_target(trial.model, where)
+    return {"model_path": str(where), **_resolve_dataset(trial, folder)}
+
+
+def _resolve_function(trial: TrialSpec, folder: Path) -> dict[str, Any]:
+    assert trial.function is not None
+    code_dir = str(folder.resolve())
+    _check_importable(trial.function.partition(":")[0], code_dir, "trial.function")
+    return {"code_dir": code_dir}
+
+
+def _code_dir(trial: TrialSpec, folder: Path) -> dict[str, Any]:
+    return {"code_dir": str(folder.resolve())}
+
+
+_TRAINER_OPTIONS = frozenset({"dataset", "preload"})  # the built-in trainer's
+
+SOURCE_KEYS: dict[str, SourceKey] = {
+    "search_space": SourceKey("a built-in such as mlp_digits or cnn", _TRAINER_OPTIONS, resolve=_resolve_dataset),
+    "script": SourceKey("a training script", frozenset({"preload"}), resolve=_resolve_script),
+    "model": SourceKey('"pkg.module:build", a user model for the built-in trainer', _TRAINER_OPTIONS | {"model_path"},
+                       target="pkg.module:function",
+                       needs=(("dataset", "digits, mnist1d, mnist or idx:/path/to/dir"),), resolve=_resolve_model),
+    "function": SourceKey("a Python function pkg.module:fn", target="'package.module:function'",
+                          resolve=_resolve_function),
+    "component": SourceKey("a TorchX component such as utils.python or file.py:fn", resolve=_code_dir),
+}
+"""The trial sources by key, in the order messages list them. A new source
+adds its key here (and a field of `TrialSpec`) and its class to nasctl/sources/."""
 
 
 class RunnerSpec(_Model):
@@ -674,10 +762,67 @@ def parse_spec_in(text: str, folder: str | Path, source: str = "<spec>",
     """
     spec = parse_spec(text, source=source, overrides=overrides)
     trial = spec.trial
-    update = get_source(trial.source).resolve(trial, Path(folder))
+    resolve = SOURCE_KEYS[trial.source].resolve
+    update = resolve(trial, Path(folder)) if resolve is not None else {}
     if update:
         spec = spec.model_copy(update={"trial": trial.model_copy(update=update)})
     return spec
+
+
+def _check_importable(module: str, code_dir: str, key: str) -> None:
+    """The module can be found (next to the spec or on sys.path) without importing it."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, code_dir)
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    finally:
+        sys.path.remove(code_dir)
+    if found is None:
+        raise SpecError(f"{key}: module {module!r} was not found next to the spec ({code_dir}) or on PYTHONPATH",
+                        "check the module name, or install the package that provides it")
+
+
+def check_model_target(target: str, folder: Path) -> None:
+    """Check that `pkg.module:function` exists under `folder` (or on sys.path)
+    without importing it (importing would pull torch into the CLI): the module
+    file is found and parsed, and must define or import `function` at top level.
+
+    Raises:
+        SpecError: the module file or the function is missing, or the file does not parse.
+    """
+    import ast
+    import sys
+
+    module, _, func = target.partition(":")
+    rel = Path(*module.split("."))
+    bases = [folder, *(Path(x) for x in sys.path if x)]
+    candidates = [c for base in bases for c in (base / rel.with_suffix(".py"), base / rel / "__init__.py")]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        raise SpecError(
+            f"trial.model {target!r}: module {module} not found (looked for {rel}.py in {folder})",
+            "put the module next to the spec or set trial.model_path to its folder",
+        )
+    try:
+        tree = ast.parse(found.read_text(encoding="utf-8"), filename=str(found))
+    except (SyntaxError, UnicodeDecodeError, OSError) as e:
+        raise SpecError(f"trial.model {target!r}: {found} cannot be parsed: {e}", "fix the module") from None
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    if func not in names:
+        raise SpecError(f"trial.model {target!r}: {found} defines no {func}()", f"define def {func}(params) there")
 
 
 def spec_to_dict(spec: ExperimentSpec) -> dict[str, Any]:

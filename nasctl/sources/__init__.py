@@ -2,16 +2,17 @@
 
 A spec's `trial:` section names exactly one source by its key: `search_space`
 (a built-in model family), `script`, `model` (a user model for the built-in
-trainer), `function` or `component` (a TorchX component). Each is one
-`TrialSource` subclass (the contract is in `base.py`), registered here by key
-as "module:Class" and imported on first use. The spec checks a trial section
-with these classes; the orchestration checks that a spec can run and builds
-each trial's job with them.
+trainer), `function` or `component` (a TorchX component). How its trials run
+is one `TrialSource` subclass (the contract is in `base.py`), registered here
+by key as "module:Class" and imported on first use: the orchestration checks
+that a spec can run, builds each trial's job and warm-starts it with them.
 
-Adding a source: a module in this package with its class, its line in
-`TRIAL_SOURCES`, and its key as a field of `nasctl.spec.TrialSpec` (the YAML
-shape). The shared suite in tests/unit/test_source_contract.py runs every
-registered source.
+Adding a source: a module in this package with its class and its line in
+`TRIAL_SOURCES`; in nasctl/spec.py (below this package), its key as a field
+of `TrialSpec` and its entry in `SOURCE_KEYS` (what the spec file says: the
+value's shape, the options it takes, its paths). The shared suite in
+tests/unit/test_source_contract.py runs every registered source and fails
+while the two lists differ.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ TRIAL_SOURCES: dict[str, str] = {
     "function": "nasctl.sources.function:FunctionSource",
     "component": "nasctl.sources.component:ComponentSource",
 }
-"""Source key (the `trial.<key>` that selects it) -> "module:Class", in the
-order the spec's error messages list them."""
+"""Source key (the `trial.<key>` that selects it) -> "module:Class"; the keys of
+`nasctl.spec.SOURCE_KEYS`."""
 
 
 @functools.cache

@@ -10,25 +10,16 @@ from __future__ import annotations
 
 import abc
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from nasctl.runners.base import JobRequest
 from nasctl.types import ParamValue
 
 if TYPE_CHECKING:
     from nasctl.spec import ExperimentSpec, TrialSpec
-
-_MODULE = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
-MODULE_RE = re.compile(f"^{_MODULE}$")  # pkg.module
-TARGET_RE = re.compile(f"^{_MODULE}:[A-Za-z_][A-Za-z0-9_]*$")  # pkg.module:name
-
-OPTIONS = frozenset({"model_path", "dataset", "preload"})
-"""Keys of `trial:` that only some sources take; the spec refuses the others'."""
 
 
 @dataclass(frozen=True)
@@ -56,21 +47,15 @@ class TrialLaunch:
 
 
 class TrialSource(abc.ABC):
-    """Where a trial's code comes from: one per key of `trial:` (`trial.script`, ...).
+    """How trials of one source run: one subclass per key of `trial:` (`trial.script`, ...).
+
+    What the spec file says about a source (its keys' shape, its paths) is
+    checked when the spec is loaded (`nasctl.spec.SOURCE_KEYS`); a source
+    class starts from a loaded spec.
 
     Contract (every registered source passes tests/unit/test_source_contract.py):
 
-    - `key` is the `trial:` key that selects the source and its registry name;
-      `description` says what its value is, in the spec's error messages.
-    - `options` names the keys of `OPTIONS` the source takes; the spec refuses
-      the others with one line.
-    - `validate` checks the trial section's shape when the spec is parsed: no
-      file system, no imports. It raises `ValueError` with a message naming the
-      key; the spec reports it on one line (`SpecError`, exit code 2).
-    - `resolve` reads the spec as a file in a folder: it returns the
-      `TrialSpec` fields to replace (relative paths made absolute, where code
-      is looked up) after checking on disk, without importing user code, that
-      they exist. Resolving a resolved trial changes nothing. Raises `SpecError`.
+    - `key` is the `trial:` key that selects the source and its registry name.
     - `check_runnable` holds the checks that need registries or user code
       (a built-in search space's parameters and metrics, a component's
       signature) and runs before anything is created. It raises a
@@ -87,16 +72,7 @@ class TrialSource(abc.ABC):
     """
 
     key: ClassVar[str]
-    description: ClassVar[str]
-    options: ClassVar[frozenset[str]] = frozenset()
     uses_trial_resources: ClassVar[bool] = True
-
-    def validate(self, trial: TrialSpec) -> None:
-        """Spec-time checks of the trial section's shape (see the class's contract)."""
-
-    def resolve(self, trial: TrialSpec, folder: Path) -> dict[str, Any]:
-        """The fields of `trial` to replace when the spec is a file in `folder`."""
-        return {}
 
     def check_runnable(self, spec: ExperimentSpec) -> None:
         """Checks before anything is created (see the class's contract)."""

@@ -6,8 +6,7 @@ The component is called once per trial and its single role becomes the job
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from nasctl.runners.base import JobRequest
 from nasctl.runners.components import check_component, component_job, resolve_component_name
@@ -21,12 +20,7 @@ class ComponentSource(TrialSource):
     """A TorchX component: a function that returns an AppDef with one role."""
 
     key = "component"
-    description = "a TorchX component such as utils.python or file.py:fn"
     uses_trial_resources: ClassVar[bool] = False  # the role says its CPUs, memory and GPUs
-
-    def resolve(self, trial: TrialSpec, folder: Path) -> dict[str, Any]:
-        """The spec's folder becomes `code_dir`, where a relative `file.py` is found."""
-        return {"code_dir": str(folder.resolve())}
 
     def check_runnable(self, spec: ExperimentSpec) -> None:
         """The component exists and takes every parameter and argument name.

@@ -2,20 +2,15 @@
 
 The trial runs `python -m nasctl.search_spaces.model --model pkg.module:build`
 with the model's folder (`trial.model_path`, default the spec's) first on
-PYTHONPATH; the module is found and read when the spec is loaded, never
-imported there (it would pull torch into the CLI).
+PYTHONPATH.
 """
 
 from __future__ import annotations
 
-import ast
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
-from nasctl.errors import BadInputError, SpecError
+from nasctl.errors import BadInputError
 from nasctl.search_spaces import TRAINER_METRICS, USER_MODEL_MODULE
-from nasctl.sources.base import TARGET_RE
 from nasctl.sources.trainer import TrainerSource
 
 if TYPE_CHECKING:
@@ -26,27 +21,6 @@ class ModelSource(TrainerSource):
     """A function `build(params)` returning a torch module, for the built-in trainer."""
 
     key = "model"
-    description = '"pkg.module:build", a user model for the built-in trainer'
-    options: ClassVar[frozenset[str]] = frozenset({"model_path", "dataset", "preload"})
-
-    def validate(self, trial: TrialSpec) -> None:
-        assert trial.model is not None
-        if not TARGET_RE.match(trial.model):
-            raise ValueError(f"trial.model {trial.model!r} must look like pkg.module:function")
-        if not trial.dataset:
-            raise ValueError("trial.model needs trial.dataset (digits, mnist1d, mnist or idx:/path/to/dir)")
-
-    def resolve(self, trial: TrialSpec, folder: Path) -> dict[str, Any]:
-        """`model_path` (default: the spec's folder) made absolute, after the module
-        and its function were found there.
-
-        Raises:
-            SpecError: the module or the function is missing, or the file does not parse.
-        """
-        assert trial.model is not None
-        where = (folder / (trial.model_path or ".")).resolve()
-        check_model_target(trial.model, where)
-        return {**super().resolve(trial, folder), "model_path": str(where)}
 
     def check_runnable(self, spec: ExperimentSpec) -> None:
         """The trainer logs every metric the spec reads, and knows the dataset.
@@ -72,38 +46,3 @@ class ModelSource(TrainerSource):
     def code_dir(self, trial: TrialSpec) -> str | None:
         return trial.model_path
 
-
-def check_model_target(target: str, folder: Path) -> None:
-    """Check that `pkg.module:function` exists under `folder` (or on sys.path)
-    without importing it: the module file is found and parsed, and must define
-    or import `function` at top level.
-
-    Raises:
-        SpecError: the module file or the function is missing, or the file does not parse.
-    """
-    module, _, func = target.partition(":")
-    rel = Path(*module.split("."))
-    bases = [folder, *(Path(x) for x in sys.path if x)]
-    candidates = [c for base in bases for c in (base / rel.with_suffix(".py"), base / rel / "__init__.py")]
-    found = next((c for c in candidates if c.is_file()), None)
-    if found is None:
-        raise SpecError(
-            f"trial.model {target!r}: module {module} not found (looked for {rel}.py in {folder})",
-            "put the module next to the spec or set trial.model_path to its folder",
-        )
-    try:
-        tree = ast.parse(found.read_text(encoding="utf-8"), filename=str(found))
-    except (SyntaxError, UnicodeDecodeError, OSError) as e:
-        raise SpecError(f"trial.model {target!r}: {found} cannot be parsed: {e}", "fix the module") from None
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-    if func not in names:
-        raise SpecError(f"trial.model {target!r}: {found} defines no {func}()", f"define def {func}(params) there")

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
-from nasctl.errors import SpecError
 from nasctl.runners.base import JobRequest
 from nasctl.sources.base import TrialLaunch, TrialSource, command_arguments, python_request
 
@@ -14,25 +12,9 @@ if TYPE_CHECKING:
 
 
 class ScriptSource(TrialSource):
-    """A script that follows the trial contract (docs/trials.md)."""
+    """A script that follows the trial contract (docs/trials.md); the spec made its path absolute."""
 
     key = "script"
-    description = "a training script"
-    options: ClassVar[frozenset[str]] = frozenset({"preload"})
-
-    def resolve(self, trial: TrialSpec, folder: Path) -> dict[str, Any]:
-        """The script's path, relative to the spec's folder, made absolute.
-
-        Raises:
-            SpecError: no such file.
-        """
-        assert trial.script is not None
-        script = Path(trial.script)
-        if not script.is_absolute():
-            script = (folder / script).resolve()
-        if not script.is_file():
-            raise SpecError(f"trial.script {trial.script} does not exist (looked at {script})", "fix the path")
-        return {"script": str(script)}
 
     def request(self, trial: TrialSpec, launch: TrialLaunch) -> JobRequest:
         assert trial.script is not None

@@ -17,7 +17,6 @@ class SearchSpaceSource(TrainerSource):
     parameters and logs a known set of metrics, so both are checked up front."""
 
     key = "search_space"
-    description = "a built-in such as mlp_digits or cnn"
 
     def module(self, trial: TrialSpec) -> str:
         assert trial.search_space is not None

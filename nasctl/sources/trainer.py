@@ -8,8 +8,7 @@ trainer's own imports (`TRAINER_PRELOAD`).
 from __future__ import annotations
 
 import abc
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
 from nasctl.runners.base import JobRequest
 from nasctl.search_spaces import TRAINER_PRELOAD, check_dataset
@@ -22,8 +21,6 @@ if TYPE_CHECKING:
 class TrainerSource(TrialSource):
     """A source whose trials the built-in Lightning trainer runs."""
 
-    options: ClassVar[frozenset[str]] = frozenset({"dataset", "preload"})
-
     @abc.abstractmethod
     def module(self, trial: TrialSpec) -> str:
         """The module a trial runs as `python -m MODULE`."""
@@ -35,13 +32,6 @@ class TrainerSource(TrialSource):
     def code_dir(self, trial: TrialSpec) -> str | None:
         """A folder put first on the trial's PYTHONPATH (none unless overridden)."""
         return None
-
-    def resolve(self, trial: TrialSpec, folder: Path) -> dict[str, Any]:
-        """An `idx:` dataset's folder relative to the spec becomes absolute."""
-        if trial.dataset and trial.dataset.startswith("idx:"):
-            d = Path(trial.dataset[4:]).expanduser()
-            return {"dataset": "idx:" + str(d if d.is_absolute() else (folder / d).resolve())}
-        return {}
 
     def check_runnable(self, spec: ExperimentSpec) -> None:
         """The dataset, wherever the spec sets it, is one the trainer knows.

@@ -1,6 +1,7 @@
-"""The trial-source contract (nasctl.sources.base.TrialSource), run against every
-registered source. A new source joins by adding a spec that runs and one that
-cannot to EXAMPLES; the suite fails until it does."""
+"""The trial-source contract (nasctl.sources.base.TrialSource, with the spec's
+part of each source in nasctl.spec.SOURCE_KEYS), run against every registered
+source. A new source joins by adding a spec that runs and one that cannot to
+EXAMPLES; the suite fails until it does."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from nasctl.orchestration.control import check_spec_runnable
 from nasctl.orchestration.jobs import build_request, job_name, preload_modules, trial_dir
 from nasctl.runners.base import JobRequest
 from nasctl.sources import TRIAL_SOURCES, get_source, source_of
-from nasctl.sources.base import OPTIONS, TrialSource
-from nasctl.spec import ExperimentSpec, TrialSpec, load_spec, parse_spec
+from nasctl.sources.base import TrialSource
+from nasctl.spec import SOURCE_KEYS, SOURCE_OPTIONS, ExperimentSpec, TrialSpec, load_spec, parse_spec, parse_spec_in
 
 COMPONENT = '''
 import torchx.specs as specs
@@ -81,17 +82,19 @@ def key(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def test_every_source_has_examples() -> None:
+def test_every_source_has_examples_and_its_part_of_the_spec() -> None:
     assert sorted(EXAMPLES) == sorted(TRIAL_SOURCES)
+    assert list(SOURCE_KEYS) == list(TRIAL_SOURCES), "nasctl.spec.SOURCE_KEYS and nasctl.sources name the same keys"
 
 
 def test_registry_entry(key: str) -> None:
     source = get_source(key)
     assert isinstance(source, TrialSource) and source.key == key and get_source(key) is source
     assert key in TrialSpec.model_fields, f"TrialSpec needs a field {key!r} for the source"
-    assert source.description and source.options <= OPTIONS
+    described = SOURCE_KEYS[key]
+    assert described.description and described.options <= SOURCE_OPTIONS
     message = str(pytest.raises(NasctlError, parse_spec, SPEC.format(param="w", trial="{}")).value)
-    assert f"trial.{key} ({source.description})" in message
+    assert f"trial.{key} ({described.description})" in message
 
 
 def test_a_runnable_spec_builds_its_request(key: str, tmp_path: Path) -> None:
@@ -113,10 +116,10 @@ def test_a_runnable_spec_builds_its_request(key: str, tmp_path: Path) -> None:
     assert req.preload == (preload if get_source(key).uses_trial_resources else ())
 
 
-def test_resolving_twice_changes_nothing(key: str, tmp_path: Path) -> None:
+def test_a_loaded_spec_loads_to_itself(key: str, tmp_path: Path) -> None:
+    """Resolving the paths of a resolved spec changes nothing (a stored spec, overrides on a loaded one)."""
     spec = _load(tmp_path, key, EXAMPLES[key][0])
-    update = get_source(key).resolve(spec.trial, tmp_path)
-    assert spec.trial.model_copy(update=update) == spec.trial
+    assert parse_spec_in("{}", tmp_path, overrides=spec.model_dump(mode="json")) == spec
 
 
 def test_a_spec_that_cannot_run_is_refused_with_a_hint(key: str, tmp_path: Path) -> None:
@@ -126,9 +129,8 @@ def test_a_spec_that_cannot_run_is_refused_with_a_hint(key: str, tmp_path: Path)
 
 
 def test_options_the_source_does_not_take_are_refused(key: str, tmp_path: Path) -> None:
-    source = get_source(key)
     values: dict[str, Any] = {"model_path": ".", "dataset": "digits", "preload": ["json"]}
-    for option in sorted(OPTIONS - source.options):
+    for option in sorted(SOURCE_OPTIONS - SOURCE_KEYS[key].options):
         trial = EXAMPLES[key][0].replace("}", f", {option}: {values[option]!r}}}".replace("'", '"'))
         with pytest.raises(BadInputError, match=f"trial.{option} applies"):
             _load(tmp_path, key, trial)
@@ -136,7 +138,7 @@ def test_options_the_source_does_not_take_are_refused(key: str, tmp_path: Path) 
 
 def test_preload_follows_the_spec(key: str, tmp_path: Path) -> None:
     source = get_source(key)
-    if "preload" not in source.options:
+    if "preload" not in SOURCE_KEYS[key].options:
         assert source.preload(_load(tmp_path, key, EXAMPLES[key][0]).trial) == ()
         return
     cold = _load(tmp_path, key, EXAMPLES[key][0].replace("}", ", preload: false}"))
