@@ -49,14 +49,6 @@ ProgressOption = Union[bool, Callable[["Progress"], None]]
 (a live panel on a terminal, one line per event elsewhere, on standard error);
 a callable receives every `nasctl.orchestration.progress.Progress` snapshot."""
 
-BUDGET_KEYS = ("max_trials", "parallelism", "trial_timeout", "max_failures")
-"""Overrides that set `budget.<key>` (the CLI's --max-trials and --parallelism)."""
-
-SPEC_KEYS = ("search_space", "objectives", "constraints", "budget", "trial", "runner", "optimizer", "early_stopping")
-"""Overrides that set a top-level spec key: a mapping is merged into the spec's
-(so `optimizer={"seed": 3}` keeps the other optimizer settings), anything else
-replaces it."""
-
 
 class ExperimentInfo(TypedDict):
     """One row of `list_experiments()` (what `nasctl ls --json` prints)."""
@@ -511,52 +503,18 @@ class _ProcessSettings:
 def _resolve_spec(spec: SpecLike, name: str | None, overrides: Mapping[str, Any]) -> ExperimentSpec:
     """The spec to run: `spec` with `name` and the overrides applied, validated
     as `nasctl run` validates a file (one-line `SpecError`s)."""
-    from nasctl.spec import ExperimentSpec, load_spec, parse_spec, parse_spec_in, spec_to_dict
+    from nasctl.spec import ExperimentSpec, apply_overrides, load_spec, spec_changes
 
-    changes = _changes(name, overrides)
+    changes = spec_changes(name, **overrides)
     if isinstance(spec, ExperimentSpec):
-        if not changes:
-            return spec
-        # parse_spec's overrides replace top-level keys: with every key given, they are the whole spec
-        return parse_spec("{}", source="<ExperimentSpec>", overrides=_merge(spec_to_dict(spec), changes))
+        return apply_overrides(spec, changes, source="<ExperimentSpec>")
     if isinstance(spec, Mapping):
-        return parse_spec_in("{}", os.getcwd(), source="<dict>", overrides=_merge(dict(spec), changes))
+        return apply_overrides(spec, changes, folder=os.getcwd(), source="<dict>")
     if isinstance(spec, (str, os.PathLike)):
         path = os.fspath(spec)
-        parsed = load_spec(path)
-        if not changes:
-            return parsed
-        return load_spec(path, overrides=_merge(spec_to_dict(parsed), changes))
+        return apply_overrides(load_spec(path), changes, folder=os.path.dirname(path) or ".", source=path)
     raise BadInputError(f"spec must be a path, a mapping or an ExperimentSpec, not {type(spec).__name__}",
                         "pass the spec file's path, e.g. nasctl.run('examples/digits_mlp.yaml')")
-
-
-def _changes(name: str | None, overrides: Mapping[str, Any]) -> dict[str, Any]:
-    changes: dict[str, Any] = {}
-    for key, value in overrides.items():
-        if key in BUDGET_KEYS:
-            changes.setdefault("budget", {})[key] = value
-        elif key in SPEC_KEYS:
-            changes[key] = _merge(changes[key], value) if isinstance(changes.get(key), dict) else value
-        else:
-            raise BadInputError(
-                f"unknown override {key}={value!r}",
-                f"pass one of {', '.join(BUDGET_KEYS)} (budget) or a spec key: {', '.join(SPEC_KEYS)}",
-            )
-    if name is not None:
-        changes["name"] = name
-    return changes
-
-
-def _merge(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
-    """`base` with `changes` applied: mappings merged key by key, anything else replaced."""
-    out = dict(base)
-    for key, value in changes.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def _trial_status(status: str | TrialStatus) -> TrialStatus:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from nasctl.errors import SpecError
+from nasctl.errors import BadInputError, SpecError
 
 MAX_SPEC_BYTES = 1_000_000
 MAX_PARAMETERS = 200
@@ -722,6 +722,10 @@ def parse_spec(text: str, source: str = "<spec>", overrides: dict[str, Any] | No
         )
     if overrides:
         data = {**data, **overrides}
+    return _validate(data, source)
+
+
+def _validate(data: dict[str, Any], source: str) -> ExperimentSpec:
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as e:
@@ -760,10 +764,14 @@ def parse_spec_in(text: str, folder: str | Path, source: str = "<spec>",
     Raises:
         SpecError: invalid YAML or spec, or a path that does not exist.
     """
-    spec = parse_spec(text, source=source, overrides=overrides)
+    return _resolve_in(parse_spec(text, source=source, overrides=overrides), Path(folder))
+
+
+def _resolve_in(spec: ExperimentSpec, folder: Path) -> ExperimentSpec:
+    """The spec as a file in `folder`: its trial source's paths resolved there (`SourceKey.resolve`)."""
     trial = spec.trial
     resolve = SOURCE_KEYS[trial.source].resolve
-    update = resolve(trial, Path(folder)) if resolve is not None else {}
+    update = resolve(trial, folder) if resolve is not None else {}
     if update:
         spec = spec.model_copy(update={"trial": trial.model_copy(update=update)})
     return spec
@@ -823,6 +831,80 @@ def check_model_target(target: str, folder: Path) -> None:
             names.add(node.target.id)
     if func not in names:
         raise SpecError(f"trial.model {target!r}: {found} defines no {func}()", f"define def {func}(params) there")
+
+
+BUDGET_OVERRIDES = ("max_trials", "parallelism", "trial_timeout", "max_failures")
+"""Overrides that set `budget.<key>` (`nasctl run --max-trials`, `nasctl.run(parallelism=4)`)."""
+
+SPEC_OVERRIDES = ("search_space", "objectives", "constraints", "budget", "trial", "runner", "optimizer",
+                  "early_stopping")
+"""Overrides that set a top-level spec key: a mapping is merged into the spec's
+(`optimizer={"seed": 3}` keeps the other optimizer settings), anything else replaces it."""
+
+
+def spec_changes(name: str | None = None, **overrides: Any) -> dict[str, Any]:
+    """Overrides by name, as changes to the spec's keys for `apply_overrides`:
+    `name` sets the experiment's name, a key of `BUDGET_OVERRIDES` sets
+    `budget.<key>`, a key of `SPEC_OVERRIDES` that top-level key.
+
+    Raises:
+        BadInputError: an override that is neither.
+    """
+    changes: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if key in BUDGET_OVERRIDES:
+            changes.setdefault("budget", {})[key] = value
+        elif key in SPEC_OVERRIDES:
+            changes[key] = merge_changes(changes[key], value) if isinstance(changes.get(key), dict) else value
+        else:
+            raise BadInputError(
+                f"unknown override {key}={value!r}",
+                f"pass one of {', '.join(BUDGET_OVERRIDES)} (budget) or a spec key: {', '.join(SPEC_OVERRIDES)}",
+            )
+    if name is not None:
+        changes["name"] = name
+    return changes
+
+
+def merge_changes(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `changes` applied: mappings merged key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_changes(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def apply_overrides(base: ExperimentSpec | Mapping[str, Any], changes: Mapping[str, Any], *,
+                    folder: str | Path | None = None, source: str = "<spec>") -> ExperimentSpec:
+    """A spec with overrides (`spec_changes`) merged in, validated again: what
+    `nasctl run --name/--max-trials`, `nasctl.run(..., **overrides)` and `nasctl
+    serve`'s submissions run.
+
+    Args:
+        base: a loaded spec, or a mapping of spec keys not validated yet.
+        changes: merged into the base's keys (`merge_changes`).
+        folder: validate as a file in this folder (relative paths in the
+            changes resolve there, as `load_spec` resolves a file's); None
+            resolves nothing.
+        source: what the spec is called in error messages.
+
+    Returns:
+        `base` itself when it is a spec and nothing changes.
+
+    Raises:
+        SpecError: the result is not a valid spec (one line), or a path in it does not exist.
+    """
+    if isinstance(base, ExperimentSpec):
+        if not changes:
+            return base
+        data = spec_to_dict(base)
+    else:
+        data = dict(base)
+    spec = _validate(merge_changes(data, changes), source)
+    return spec if folder is None else _resolve_in(spec, Path(folder))
 
 
 def spec_to_dict(spec: ExperimentSpec) -> dict[str, Any]:

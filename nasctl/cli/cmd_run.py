@@ -22,22 +22,14 @@ from nasctl.cli.options import db_option, json_option
 def command(spec_path: str, name: str | None, max_trials: int | None, parallelism: int | None,
             workdir: str | None, dryrun: bool, db: str | None, as_json: bool) -> None:
     """Run a NAS experiment described by SPEC.yaml until its budget is spent."""
-    from nasctl.orchestration import control
-    from nasctl.spec import load_spec
+    from pathlib import Path
 
-    overrides: dict[str, object] = {}
-    spec = load_spec(spec_path)
-    if name:
-        overrides["name"] = name
-    if max_trials is not None or parallelism is not None:
-        budget = spec.budget.model_dump()
-        if max_trials is not None:
-            budget["max_trials"] = max_trials
-        if parallelism is not None:
-            budget["parallelism"] = parallelism
-        overrides["budget"] = budget
-    if overrides:
-        spec = load_spec(spec_path, overrides={**_raw(spec), **overrides})
+    from nasctl.orchestration import control
+    from nasctl.spec import apply_overrides, load_spec, spec_changes
+
+    budget = {k: v for k, v in (("max_trials", max_trials), ("parallelism", parallelism)) if v is not None}
+    spec = apply_overrides(load_spec(spec_path), spec_changes(name or None, **budget),
+                           folder=Path(spec_path).parent, source=spec_path)
     work_root = workdir or control.default_work_root()
     if dryrun:
         plan = control.dryrun(spec, work_root)
@@ -51,9 +43,3 @@ def command(spec_path: str, name: str | None, max_trials: int | None, parallelis
     with ProgressDisplay(enabled=not as_json) as display:
         summary = control.start_experiment(store, spec, work_root, on_progress=display.update)
     render.finish(summary, store, as_json)
-
-
-def _raw(spec: object) -> dict[str, object]:
-    from nasctl.spec import spec_to_dict
-
-    return spec_to_dict(spec)  # type: ignore[arg-type]

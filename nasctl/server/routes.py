@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from nasctl.errors import BadInputError, LeaseError, NasctlError
 from nasctl.server.supervisor import Supervisor
-from nasctl.spec import parse_spec_in
+from nasctl.spec import apply_overrides, parse_spec_in, spec_changes
 from nasctl.store import queries
 from nasctl.types import ExperimentStatus, TrialStatus
 from nasctl.web.api import WRITE_RESPONSES, ConflictError, ErrorBody, require_token
@@ -51,13 +51,10 @@ def submit(
     if not os.path.isdir(folder):
         raise BadInputError(f"spec_dir {folder} is not a folder on the server",
                             "submit from a folder the server's machine also has, or use absolute paths")
-    overrides: dict[str, Any] = {}
-    if body.get("name"):
-        overrides["name"] = body["name"]
-    spec = parse_spec_in(text, folder, source=str(body.get("source") or "submitted spec"), overrides=overrides)
-    if body.get("max_trials") is not None:
-        budget = {**spec.budget.model_dump(), "max_trials": body["max_trials"]}
-        spec = parse_spec_in(text, folder, source="submitted spec", overrides={**overrides, "budget": budget})
+    source = str(body.get("source") or "submitted spec")
+    budget = {"max_trials": body["max_trials"]} if body.get("max_trials") is not None else {}
+    changes = spec_changes(body.get("name") or None, **budget)
+    spec = apply_overrides(parse_spec_in(text, folder, source=source), changes, folder=folder, source=source)
     exp = supervisor(request).submit(spec)
     return {"name": exp.name, "status": exp.status.value, "work_dir": exp.work_dir}
 

@@ -219,3 +219,31 @@ def test_stored_spec_errors_name_the_field() -> None:
     data["search_space"]["float"] = {"type": "float", "low": 0.0, "high": "x"}
     with pytest.raises(SpecError, match=r"stored in the database: search_space\.float\.high: Input should be"):
         spec_from_dict(data)
+
+
+def test_overrides_merge_into_the_spec_and_are_validated_again(tmp_path: Path) -> None:
+    """One merge for `nasctl run --name/--max-trials`, `nasctl.run(**overrides)` and submissions to `nasctl serve`."""
+    from nasctl.errors import BadInputError
+    from nasctl.spec import apply_overrides, spec_changes
+
+    assert spec_changes("n2", max_trials=9, optimizer={"seed": 3}, budget={"parallelism": 2}) == {
+        "name": "n2", "budget": {"max_trials": 9, "parallelism": 2}, "optimizer": {"seed": 3}}
+    with pytest.raises(BadInputError, match="unknown override max_trails=3"):
+        spec_changes(max_trails=3)
+    spec = parse_spec(BASE + "optimizer: {seed: 7, method: sobol}\n")
+    assert apply_overrides(spec, {}) is spec
+    changed = apply_overrides(spec, spec_changes("n2", parallelism=2, optimizer={"seed": 3}))
+    assert (changed.name, changed.budget.max_trials, changed.budget.parallelism) == ("n2", 4, 2)
+    assert (changed.optimizer.seed, changed.optimizer.method) == (3, "sobol")  # merged, not replaced
+    with pytest.raises(SpecError, match=r"^invalid spec s\.yaml: budget\.max_trials: "):
+        apply_overrides(spec, spec_changes(max_trials=0), source="s.yaml")
+    # relative paths in the changes resolve in the folder given, as in a spec file there
+    (tmp_path / "train.py").write_text("")
+    moved = apply_overrides(spec, {"trial": {"search_space": None, "script": "train.py"}}, folder=tmp_path)
+    assert moved.trial.script == str((tmp_path / "train.py").resolve())
+    with pytest.raises(SpecError, match="trial.script gone.py does not exist"):
+        apply_overrides(spec, {"trial": {"search_space": None, "script": "gone.py"}}, folder=tmp_path)
+    # a mapping not validated yet is validated once, with the changes in
+    raw = {"name": "r", "search_space": {"x": {"type": "int", "low": 0, "high": 3}},
+           "objectives": {"v": {"goal": "maximize"}}, "budget": {"max_trials": 0}, "trial": {"script": "train.py"}}
+    assert apply_overrides(raw, spec_changes(max_trials=5), folder=tmp_path).budget.max_trials == 5
