@@ -55,7 +55,8 @@ def get_runner(scheduler: str, cfg: Mapping[str, Any] | None = None) -> Runner:
             hint = "TorchX's local scheduler is called local_cwd; " + hint
         raise UnknownRunnerError(f"runner.scheduler {scheduler!r} is not a known scheduler", hint)
     module, _, factory = target.partition(":")
-    return getattr(importlib.import_module(module), factory)(cfg)  # type: ignore[no-any-return]
+    runner: Runner = getattr(importlib.import_module(module), factory)(cfg)
+    return runner
 
 
 __all__ = ["JobRequest", "JobState", "JobStatus", "Runner", "SubmittedJob", "get_runner", "available_runners"]

@@ -64,7 +64,8 @@ def load_component(target: str) -> Callable[..., Any]:
     if path.endswith(".py") and not os.path.isfile(path):
         raise BadInputError(f"trial.component {target}: file {path} does not exist", "fix the path")
     try:
-        return get_component(target).fn
+        fn: Callable[..., Any] = get_component(target).fn
+        return fn
     except (ComponentNotFoundException, ComponentValidationException, ValueError) as e:
         msg = " ".join(str(e).split())
         raise BadInputError(f"trial.component {target}: {msg}",

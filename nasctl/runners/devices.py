@@ -92,10 +92,10 @@ def detect_devices() -> tuple[str, ...]:
     """The NVIDIA GPUs of this machine by index, without initialising CUDA: NVML
     (`pynvml`, when installed), else `nvidia-smi -L`; () when neither finds any."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except ImportError:
-        pynvml = None
-    if pynvml is not None:
+        pass
+    else:
         try:
             pynvml.nvmlInit()
             try:

@@ -183,13 +183,15 @@ class KubernetesRunner(Runner):
         """The Volcano Job TorchX would create for this trial, as a plain dict."""
         from torchx.schedulers.kubernetes_scheduler import sanitize_for_serialization
 
-        return sanitize_for_serialization(self._dryrun_info(request).request.resource)  # type: ignore[no-any-return]
+        manifest: dict[str, Any] = sanitize_for_serialization(self._dryrun_info(request).request.resource)
+        return manifest
 
     def dryrun(self, request: JobRequest) -> str:
         """The namespace and the Volcano Job manifest (YAML) TorchX would create."""
         import yaml
 
-        return f"# namespace: {self.cfg['namespace']}\n" + yaml.safe_dump(self.manifests(request), sort_keys=False)
+        manifest: str = yaml.safe_dump(self.manifests(request), sort_keys=False)
+        return f"# namespace: {self.cfg['namespace']}\n" + manifest
 
     def submit(self, request: JobRequest) -> SubmittedJob:
         try:

@@ -11,10 +11,10 @@ between the check and the change.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from nasctl.errors import AlreadyExistsError, BadInputError, ExperimentBusyError, NotFoundError
 from nasctl.store.models import (
@@ -26,7 +26,7 @@ from nasctl.store.models import (
     ObservationRow,
     TrialRow,
 )
-from nasctl.store.store import Store, _experiment, retrying, utcnow
+from nasctl.store.store import Store, _experiment, retrying, rowcount, utcnow
 from nasctl.types import ExperimentRecord, Note
 
 MAX_NOTE_CHARS = 100_000
@@ -104,7 +104,7 @@ def set_note(store: Store, experiment_id: int, text: str, trial_index: int | Non
         return _note(row)
 
 
-def _locked(s: Any, store: Store, experiment_id: int, is_busy: Callable[[ExperimentRecord], bool],
+def _locked(s: Session, store: Store, experiment_id: int, is_busy: Callable[[ExperimentRecord], bool],
             action: str) -> ExperimentRow:
     store._lock_before_read(s, update(ExperimentRow).where(ExperimentRow.id == experiment_id)  # noqa: SLF001
                             .values(lease_owner=ExperimentRow.lease_owner))
@@ -116,7 +116,7 @@ def _locked(s: Any, store: Store, experiment_id: int, is_busy: Callable[[Experim
             f"experiment {row.name!r} is {row.status.lower()}: it cannot be {action} while it is driven",
             f"stop it first with `nasctl stop {row.name}`",
         )
-    return row  # type: ignore[no-any-return]
+    return row
 
 
 @retrying
@@ -170,7 +170,7 @@ def delete_experiment(store: Store, experiment_id: int,
             ("notes", delete(NoteRow).where(NoteRow.experiment_id == experiment_id)),
             ("experiments", delete(ExperimentRow).where(ExperimentRow.id == experiment_id)),
         ):
-            counts[label] = int(s.execute(stmt.execution_options(synchronize_session=False)).rowcount)  # type: ignore[attr-defined]
+            counts[label] = rowcount(s.execute(stmt.execution_options(synchronize_session=False)))
         return counts
 
 

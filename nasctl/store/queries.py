@@ -252,7 +252,8 @@ def trials_by_index(store: Store, experiment_id: int, indices: Iterable[int]) ->
 
 def _json_field(column: Any, name: str, numeric: bool) -> ColumnElement[Any]:
     element = column[name]
-    return element.as_float() if numeric else element.as_string()  # type: ignore[no-any-return]
+    field: ColumnElement[Any] = element.as_float() if numeric else element.as_string()
+    return field
 
 
 @retrying

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator, TypeVar, cast
 
 from sqlalchemy import Column, Select, Table, bindparam, create_engine, delete, event, func, insert, select, update
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, CursorResult, Engine, Result, make_url
 from sqlalchemy.exc import (
     ArgumentError,
     DBAPIError,
@@ -119,7 +119,16 @@ def retrying(fn: F) -> F:
             ),
         )
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)
+
+
+def rowcount(result: Result[Any]) -> int:
+    """How many rows an UPDATE or DELETE run through `Session.execute` matched.
+
+    SQLAlchemy types `Session.execute` as returning a `Result`; for those statements
+    it returns a `CursorResult`, the class that has `rowcount`.
+    """
+    return cast("CursorResult[Any]", result).rowcount
 
 
 def resolve_url(url: str | None) -> str:
@@ -473,7 +482,7 @@ class Store:
             res = s.execute(update(ExperimentRow)
                             .where(ExperimentRow.id == experiment_id, ExperimentRow.work_dir != work_dir)
                             .values(work_dir=work_dir, updated_at=utcnow()))
-            if not res.rowcount:  # type: ignore[attr-defined]
+            if not rowcount(res):
                 return False
             s.add(EventRow(experiment_id=experiment_id, time=utcnow(), kind="moved",
                            message=f"trial files now go to {work_dir}"))
@@ -522,7 +531,7 @@ class Store:
                 .where(ExperimentRow.id == experiment_id, ExperimentRow.lease_owner == owner)
                 .values(lease_heartbeat=utcnow())
             )
-            return bool(res.rowcount)  # type: ignore[attr-defined]
+            return bool(rowcount(res))
 
     @retrying
     def release_lease(self, experiment_id: int, owner: str) -> None:
@@ -579,7 +588,7 @@ class Store:
         with self._session() as s:
             res = s.execute(update(ServiceLeaseRow).where(ServiceLeaseRow.name == "service",
                                                           ServiceLeaseRow.owner == owner).values(heartbeat=utcnow()))
-            return bool(res.rowcount)  # type: ignore[attr-defined]
+            return bool(rowcount(res))
 
     @retrying
     def release_service_lease(self, owner: str) -> None:
