@@ -397,8 +397,9 @@ class Store:
         """On SQLite, take the database's write lock before a read that decides a write.
 
         pysqlite begins a transaction only before a write, so a read on its own
-        runs outside any transaction and two processes could both read a free
-        lease and both take it. A write that changes nothing (`noop_update`, which
+        runs outside any transaction: two processes could both read a free lease
+        and both take it, or `nasctl rm` remove an experiment an orchestrator had
+        just taken. A write that changes nothing (`noop_update`, which
         takes the lock even when it matches no row) makes the read and the write
         that follows one locked transaction: the second process waits, then reads
         what the first wrote. PostgreSQL and MySQL lock the row with SELECT ... FOR
