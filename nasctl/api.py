@@ -211,20 +211,23 @@ class Experiment:
     def status(self) -> dict[str, Any]:
         """State, trial counts, hypervolume, optimizer, budget, where files are
         (the keys of `nasctl status NAME --json`)."""
-        from nasctl.orchestration.control import status_view
+        from nasctl.orchestration.views import status_view
 
         return status_view(self._store, self.name)
 
     def trials(self, status: str | TrialStatus | None = None) -> list[Trial]:
         """Every trial by index, or those in one state (e.g. "FAILED")."""
+        from nasctl.exports import load_export
+
         wanted = _trial_status(status) if status is not None else None
-        spec, records, front, notes = self._read()
-        return [_trial(t, spec, front, notes) for t in records if wanted is None or t.status == wanted]
+        data = load_export(self._store, self.name)
+        return [_trial(t, data.spec, data.front, data.notes) for t in data.trials
+                if wanted is None or t.status == wanted]
 
     def pareto(self) -> list[Trial]:
         """The observed Pareto front (completed, feasible, non-dominated trials),
         sorted by the first objective, best first (as `nasctl pareto`)."""
-        from nasctl.orchestration.control import pareto_view
+        from nasctl.orchestration.views import pareto_view
 
         by_index = {t.index: t for t in self.trials()}
         return [by_index[row["index"]] for row in pareto_view(self._store, self.name)["front"]]
@@ -237,41 +240,10 @@ class Experiment:
         with `optimizer.fidelity`, also `fidelity` and `promoted_from`.
         A value a trial does not have (an inactive conditional parameter, a
         metric of a failed trial, no note) is missing (NaN/None)."""
-        import pandas as pd
+        from nasctl.exports import load_export
+        from nasctl.exports.table import trials_frame
 
-        spec, records, front, notes = self._read()
-        pnames = list(spec.search_space)
-        mnames: list[str] = list(spec.metric_names)
-        for t in records:
-            mnames += [m for m in t.values if m not in mnames]
-        rows = []
-        for t in records:
-            trial = _trial(t, spec, front, notes)
-            rows.append({
-                "trial": trial.index,
-                "status": trial.status.value,
-                "method": trial.method,
-                **{f"params.{p}": trial.parameters.get(p) for p in pnames},
-                **{f"metrics.{m}": trial.values.get(m, float("nan")) for m in mnames},
-                "pareto": trial.pareto,
-                "started_at": trial.started_at,
-                "ended_at": trial.ended_at,
-                "duration_s": trial.duration_s,
-                "failure_reason": trial.failure_reason,
-                "note": trial.note,
-                "fidelity": trial.fidelity,
-                "promoted_from": trial.promoted_from,
-            })
-        fid = ["fidelity", "promoted_from"] if spec.optimizer.fidelity is not None else []
-        columns = ["trial", "status", "method", *(f"params.{p}" for p in pnames),
-                   *(f"metrics.{m}" for m in mnames), "pareto", "started_at", "ended_at", "duration_s",
-                   "failure_reason", "note", *fid]
-        frame = pd.DataFrame(rows, columns=columns)
-        for col in ("started_at", "ended_at"):
-            frame[col] = pd.to_datetime(frame[col], utc=True)
-        frame["duration_s"] = frame["duration_s"].astype("float64")
-        frame["pareto"] = frame["pareto"].astype(bool)
-        return frame.set_index("trial")
+        return trials_frame(load_export(self._store, self.name))
 
     # --- exports -------------------------------------------------------------------
     def export_tensorboard(self, out: str | os.PathLike[str]) -> dict[str, Any]:
@@ -287,16 +259,6 @@ class Experiment:
         from nasctl.exports.mlflow import export_mlflow
 
         return export_mlflow(self._store, self.name, tracking_uri)
-
-    def _read(self) -> tuple[ExperimentSpec, list[TrialRecord], set[int], dict[int, str]]:
-        from nasctl.orchestration.control import pareto_indices
-        from nasctl.spec import spec_from_dict
-        from nasctl.store.manage import trial_notes
-
-        exp = self._store.get_experiment(self.name)
-        spec = spec_from_dict(exp.spec)
-        records = self._store.list_trials(exp.id)
-        return spec, records, pareto_indices(spec, records), trial_notes(self._store, exp.id)
 
 
 # --- functions ------------------------------------------------------------------------
@@ -391,7 +353,7 @@ def load(name: str, db: str | None = None) -> Experiment:
 
 def list_experiments(db: str | None = None) -> list[ExperimentInfo]:
     """Every experiment in the database, newest first (`nasctl ls --json`)."""
-    from nasctl.orchestration.control import list_view
+    from nasctl.orchestration.views import list_view
     from nasctl.store import Store
 
     store = Store(db)
@@ -530,7 +492,7 @@ def _utc(ts: datetime | None) -> datetime | None:
 
 
 def _trial(t: TrialRecord, spec: ExperimentSpec, front: set[int], notes: dict[int, str]) -> Trial:
-    from nasctl.orchestration.control import trial_row
+    from nasctl.orchestration.views import trial_row
 
     row = trial_row(t, spec)
     return Trial(

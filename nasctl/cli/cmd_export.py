@@ -54,9 +54,9 @@ def command(name: str, fmt: str, out: str | None, tracking_uri: str | None, db: 
                    f"{result['unchanged']} unchanged")
         return
 
-    from nasctl.orchestration.control import export
+    from nasctl.exports.table import export_text
 
-    text = export(Store(db), name, fmt)
+    text = export_text(Store(db), name, fmt)
     if out:
         try:
             with open(out, "w", encoding="utf-8", newline="") as f:

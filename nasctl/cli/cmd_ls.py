@@ -13,7 +13,7 @@ from nasctl.cli.options import db_option, json_option
 @json_option
 def command(db: str | None, as_json: bool) -> None:
     """List experiments."""
-    from nasctl.orchestration.control import list_view
+    from nasctl.orchestration.views import list_view
     from nasctl.store import Store
 
     rows = list_view(Store(db))

@@ -14,7 +14,7 @@ from nasctl.cli.options import db_option, json_option
 @json_option
 def command(name: str, db: str | None, as_json: bool) -> None:
     """Show the Pareto-optimal trials and the hypervolume."""
-    from nasctl.orchestration.control import pareto_view
+    from nasctl.orchestration.views import pareto_view
     from nasctl.store import Store
 
     view = pareto_view(Store(db), name)

@@ -19,12 +19,12 @@ from nasctl.cli.options import db_option, json_option
 def command(name: str, dryrun: bool, workdir: str | None, db: str | None, as_json: bool) -> None:
     """Continue experiment NAME after a stop, Ctrl-C or crash: finished trials are
     kept, running ones re-attached, and the budget completed."""
-    from nasctl.orchestration import control
+    from nasctl.orchestration import control, views
     from nasctl.store import Store
 
     store = Store(db)
     if dryrun:
-        plan = control.resume_plan(store, name)
+        plan = views.resume_plan(store, name)
         render.print_json(plan) if as_json else render.resume_plan(plan)
         return
     with ProgressDisplay(enabled=not as_json) as display:

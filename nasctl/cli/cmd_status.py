@@ -14,7 +14,7 @@ from nasctl.cli.options import db_option, json_option
 @json_option
 def command(name: str, db: str | None, as_json: bool) -> None:
     """Show an experiment's status, trial counts and hypervolume."""
-    from nasctl.orchestration.control import status_view
+    from nasctl.orchestration.views import status_view
     from nasctl.store import Store
 
     view = status_view(Store(db), name)

@@ -16,7 +16,7 @@ from nasctl.cli.options import db_option, json_option
 @json_option
 def command(name: str, status: str | None, index: int | None, db: str | None, as_json: bool) -> None:
     """List trials with parameters, metric values and state."""
-    from nasctl.orchestration.control import trial_detail, trials_view
+    from nasctl.orchestration.views import trial_detail, trials_view
     from nasctl.store import Store
 
     store = Store(db)

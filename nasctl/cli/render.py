@@ -262,7 +262,7 @@ def run_report(s: Any, view: dict[str, Any], db: str) -> None:
 
 def finish(summary: Any, store: Any, as_json: bool) -> None:
     """Print how a run or resume ended (Pareto front and where the data is); exit 1 unless it completed."""
-    from nasctl.orchestration.control import pareto_view
+    from nasctl.orchestration.views import pareto_view
 
     view = pareto_view(store, summary.experiment)
     if as_json:

@@ -24,7 +24,7 @@ from nasctl.types import ExperimentRecord, ExperimentStatus
 
 def is_busy(exp: ExperimentRecord) -> bool:
     """Is some process driving the experiment, or about to (the service's queue)?"""
-    from nasctl.orchestration.control import orchestrator_alive
+    from nasctl.orchestration.views import orchestrator_alive
 
     return exp.status in (ExperimentStatus.RUNNING, ExperimentStatus.QUEUED) or orchestrator_alive(exp)
 

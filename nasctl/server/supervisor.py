@@ -36,6 +36,7 @@ from nasctl.errors import AlreadyExistsError, LeaseError, NasctlError, NotFoundE
 from nasctl.leases import owner_alive, owner_id
 from nasctl.orchestration import control
 from nasctl.orchestration.loop import Orchestrator
+from nasctl.orchestration.views import orchestrator_alive
 from nasctl.runners import get_runner
 from nasctl.sources import source_of
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
@@ -189,7 +190,7 @@ class Supervisor:
                     del self.drivers[name]
         experiments = [e for e, _ in self.store.list_experiments()]
         for exp in sorted(experiments, key=lambda e: e.id):
-            if exp.status == ExperimentStatus.RUNNING and exp.name not in self.drivers and not control.orchestrator_alive(exp):
+            if exp.status == ExperimentStatus.RUNNING and exp.name not in self.drivers and not orchestrator_alive(exp):
                 self._start(exp, "taken over: its orchestrator is gone")
         queued = sorted((e for e in experiments if e.status == ExperimentStatus.QUEUED and e.name not in self.drivers),
                         key=lambda e: (e.updated_at, e.id))
@@ -255,7 +256,7 @@ class Supervisor:
         """An experiment whose loop could not start (its spec no longer runs here) ends FAILED."""
         try:
             exp = store.get_experiment(name)
-            if exp.status in (ExperimentStatus.QUEUED, ExperimentStatus.RUNNING) and not control.orchestrator_alive(exp):
+            if exp.status in (ExperimentStatus.QUEUED, ExperimentStatus.RUNNING) and not orchestrator_alive(exp):
                 store.set_experiment_status(exp.id, ExperimentStatus.FAILED, reason)
         except NasctlError as e:
             log.warning("could not record the failure of %s: %s", name, e)

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from nasctl.optimizer.methods import resolve_method
-from nasctl.orchestration.control import trial_row
+from nasctl.orchestration.views import optimizer_label, trial_row
 from nasctl.spec import ExperimentSpec
 from nasctl.store.queries import TrialPage
 from nasctl.types import EventRecord, Note, TrialRecord, TrialStatus
@@ -59,7 +58,7 @@ def experiment_summary(a: ExperimentAnalysis) -> dict[str, Any]:
         "metrics": a.metrics,
         "parameters": list(spec.search_space),
         "budget": spec.budget.model_dump(),
-        "optimizer": str(resolve_method(spec)),
+        "optimizer": optimizer_label(spec),
         "initial_trials": spec.initial_trials,
         "log_scale": a.log_scale,
         "trials": dict(a.counts),

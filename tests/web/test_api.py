@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from nasctl.orchestration.control import pareto_view, status_view, trials_view
+from nasctl.orchestration.views import pareto_view, status_view, trials_view
 from nasctl.store import Store, queries
 from nasctl.types import ExperimentStatus, TrialStatus
 from nasctl.web import create_app

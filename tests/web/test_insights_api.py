@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from nasctl.orchestration.control import trials_view
+from nasctl.orchestration.views import trials_view
 from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store, queries
 from nasctl.types import TrialStatus

@@ -1,0 +1,245 @@
+"""Read views of experiments: plain dicts and lists for tables and JSON.
+
+What `nasctl status/ls/trials/pareto` print, what `nasctl resume --dryrun`
+plans, and the rows the exports, the Python API and the dashboard build on.
+Nothing here writes to the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nasctl.errors import BadInputError
+from nasctl.orchestration.fidelity import front_trials
+from nasctl.pareto import compute_front
+from nasctl.spec import ExperimentSpec, spec_from_dict
+from nasctl.store import Store, queries
+from nasctl.types import ExperimentRecord, TrialRecord, TrialStatus
+
+
+def optimizer_label(spec: ExperimentSpec) -> str:
+    """The optimizer method a spec runs and why (`optimizer.method`, or what `auto` chose)."""
+    from nasctl.optimizer.methods import resolve_method
+
+    return str(resolve_method(spec))
+
+
+def trial_row(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
+    """A trial as `nasctl trials --json` shows it: its active parameters, values,
+    state, times (ISO 8601 UTC), job handle and devices."""
+    duration = None
+    if t.started_at and t.ended_at:
+        duration = round((t.ended_at - t.started_at).total_seconds(), 3)
+    return {
+        "index": t.index,
+        "status": t.status.value,
+        "parameters": spec.active_parameters(t.parameters),
+        "values": t.values,
+        "generation_method": t.generation_method,
+        "job_handle": t.job_handle,
+        "log_dir": t.log_dir,
+        "started_at": t.started_at.isoformat() + "Z" if t.started_at else None,
+        "ended_at": t.ended_at.isoformat() + "Z" if t.ended_at else None,
+        "duration_s": duration,
+        "failure_reason": t.failure_reason,
+        "info": t.info,
+        "devices": t.devices,
+        "waiting_for_devices": t.status == TrialStatus.CANDIDATE and t.device_wait_since is not None,
+        "fidelity": t.fidelity,
+        "promoted_from": t.promoted_from,
+    }
+
+
+def _load(store: Store, name: str) -> tuple[ExperimentRecord, ExperimentSpec, list[TrialRecord]]:
+    exp = store.get_experiment(name)
+    spec = spec_from_dict(exp.spec)
+    return exp, spec, store.list_trials(exp.id)
+
+
+def pareto_view(store: Store, name: str) -> dict[str, Any]:
+    """The observed Pareto front, best first by the first objective (`nasctl pareto --json`)."""
+    exp, spec, trials = _load(store, name)
+    done = front_trials(spec, trials)
+    res = compute_front(done, spec.objectives, spec.parsed_constraints)
+    by_index = {t.index: t for t in trials}
+    first = list(spec.objectives)[0]
+    front = sorted(res.indices, key=lambda i: by_index[i].values[first], reverse=spec.objectives[first].maximize)
+    return {
+        "experiment": exp.name,
+        "objectives": {k: o.model_dump() for k, o in spec.objectives.items()},
+        "constraints": spec.constraints,
+        "reference_point": res.reference,
+        "inferred_reference": res.inferred_reference,
+        "hypervolume": res.hypervolume,
+        "completed": len(done),
+        "feasible": len(res.feasible),
+        "front": [trial_row(by_index[i], spec) for i in front],
+    }
+
+
+def status_view(store: Store, name: str) -> dict[str, Any]:
+    """What `nasctl status NAME --json` prints."""
+    exp, spec, trials = _load(store, name)
+    counts = {s.value: 0 for s in TrialStatus}
+    for t in trials:
+        counts[t.status.value] += 1
+    alive = orchestrator_alive(exp)
+    done = front_trials(spec, trials)
+    res = compute_front(done, spec.objectives, spec.parsed_constraints)
+    durations = [(t.ended_at - t.started_at).total_seconds() for t in trials if t.started_at and t.ended_at]
+    return {
+        "name": exp.name,
+        "status": exp.status.value,
+        "status_reason": exp.status_reason,
+        "created_at": exp.created_at.isoformat() + "Z",
+        "updated_at": exp.updated_at.isoformat() + "Z",
+        "work_dir": exp.work_dir,
+        "database": store.display_url,
+        "scheduler": spec.runner.scheduler,
+        "objectives": {k: o.model_dump() for k, o in spec.objectives.items()},
+        "constraints": spec.constraints,
+        "budget": spec.budget.model_dump(),
+        "optimizer": optimizer_label(spec),
+        "log_scale": queries.log_scale_metrics(store, exp.id),
+        "trials": counts,
+        "hypervolume": res.hypervolume,
+        "pareto_size": len(res.indices),
+        "mean_trial_seconds": round(sum(durations) / len(durations), 3) if durations else None,
+        "early_stopping": early_stopping_view(store, exp, spec, trials),
+        "lease_owner": exp.lease_owner,
+        "orchestrator_alive": alive,
+        "waiting_for_devices": sum(1 for t in trials if t.status == TrialStatus.CANDIDATE
+                                   and t.device_wait_since is not None) if alive else 0,
+        "devices": {str(t.index): t.devices for t in trials if t.status == TrialStatus.RUNNING and t.devices},
+    }
+
+
+def orchestrator_alive(exp: ExperimentRecord) -> bool:
+    """Is some orchestrator driving the experiment now (lease held, heartbeat fresh, process alive)?"""
+    from nasctl.leases import LEASE_STALE_SECONDS, lease_stale
+
+    return not lease_stale(exp.lease_owner, exp.lease_heartbeat, LEASE_STALE_SECONDS)
+
+
+def list_view(store: Store) -> list[dict[str, Any]]:
+    """Every experiment with its trial counts, newest first (`nasctl ls --json`)."""
+    out = []
+    for exp, counts in store.list_experiments():
+        spec = exp.spec
+        out.append(
+            {
+                "name": exp.name,
+                "status": exp.status.value,
+                "trials": counts,
+                "max_trials": spec.get("budget", {}).get("max_trials"),
+                "objectives": list(spec.get("objectives", {})),
+                "created_at": exp.created_at.isoformat() + "Z",
+            }
+        )
+    return out
+
+
+def trials_view(store: Store, name: str, status: str | None = None) -> list[dict[str, Any]]:
+    """Every trial (or those in one state) with its note (`nasctl trials --json`).
+
+    Raises:
+        BadInputError: `status` is not a trial status.
+    """
+    exp, spec, trials = _load(store, name)
+    if status:
+        try:
+            wanted = TrialStatus(status.upper())
+        except ValueError:
+            raise BadInputError(
+                f"--status {status!r} is not a trial status", f"use one of: {', '.join(s.value for s in TrialStatus)}"
+            ) from None
+        trials = [t for t in trials if t.status == wanted]
+    return _with_notes(store, exp, [trial_row(t, spec) for t in trials])
+
+
+def _with_notes(store: Store, exp: ExperimentRecord, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each trial row with its note (markdown), or None."""
+    from nasctl.store.manage import trial_notes
+
+    notes = trial_notes(store, exp.id)
+    for r in rows:
+        r["note"] = notes.get(r["index"])
+    return rows
+
+
+def trial_detail(store: Store, name: str, index: int) -> dict[str, Any]:
+    """One trial with its note, log tail and learning curves (`nasctl trials NAME INDEX --json`)."""
+    exp, spec, _ = _load(store, name)
+    t = store.get_trial(exp.id, index)
+    row = trial_row(t, spec)
+    row["log_tail"] = t.log_tail
+    row["note"] = note_text(store, exp.id, index)
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for o in store.observations(t.id):
+        curves.setdefault(o.metric, []).append((o.step, o.value))
+    row["curves"] = curves
+    return row
+
+
+def note_text(store: Store, experiment_id: int, trial_index: int | None) -> str | None:
+    from nasctl.store.manage import get_note
+
+    note = get_note(store, experiment_id, trial_index)
+    return note.text if note else None
+
+
+def pareto_indices(spec: ExperimentSpec, trials: list[TrialRecord]) -> set[int]:
+    """Indices of the trials on the observed Pareto front (completed, feasible,
+    non-dominated; with `optimizer.fidelity`, among the trials `front_trials` keeps)."""
+    return set(compute_front(front_trials(spec, trials), spec.objectives, spec.parsed_constraints).indices)
+
+
+def early_stop_records(store: Store, exp: ExperimentRecord, trials: list[TrialRecord]) -> dict[int, dict[str, Any]]:
+    """The recorded stop decision of every EARLY_STOPPED trial, by trial index."""
+    from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT, stop_records
+
+    stopped = [t.index for t in trials if t.status == TrialStatus.EARLY_STOPPED]
+    if not stopped:
+        return {}
+    return stop_records(store.events(exp.id, limit=1_000_000, kinds=[EARLY_STOPPED_EVENT]), stopped)
+
+
+def _watched(spec: ExperimentSpec, records: dict[int, dict[str, Any]]) -> str | None:
+    """The metric early stopping watches: the spec's, else the one the latest stop was decided on."""
+    if spec.early_stopping is not None and spec.early_stopping.metric:
+        return spec.early_stopping.metric
+    metrics = [str(r["metric"]) for _, r in sorted(records.items()) if r.get("metric")]
+    return metrics[-1] if metrics else None
+
+
+def early_stopping_view(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
+                        trials: list[TrialRecord]) -> dict[str, Any] | None:
+    """Trials stopped early and the estimated trial time saved (None without early stopping)."""
+    from nasctl.orchestration.early_stopping import seconds_saved
+
+    records = early_stop_records(store, exp, trials)
+    stopped = [t.index for t in trials if t.status == TrialStatus.EARLY_STOPPED]
+    if spec.early_stopping is None and not stopped:
+        return None
+    return {
+        "metric": _watched(spec, records),
+        "trials_stopped": len(stopped),
+        "seconds_saved": round(seconds_saved(records), 1),
+        "stopped": stopped,
+    }
+
+
+def resume_plan(store: Store, name: str) -> dict[str, Any]:
+    """What `nasctl resume` would do, without doing it."""
+    exp, spec, trials = _load(store, name)
+    by = {s.value: [t.index for t in trials if t.status == s] for s in TrialStatus}
+    return {
+        "experiment": name,
+        "status": exp.status.value,
+        "orchestrator": exp.lease_owner,
+        "reattach_running": by["RUNNING"],
+        "recorded_candidates": by["CANDIDATE"],
+        "finished": len(trials) - len(by["RUNNING"]) - len(by["CANDIDATE"]),
+        "new_trials_to_propose": max(0, spec.budget.max_trials - len(trials)),
+        "max_trials": spec.budget.max_trials,
+    }
