@@ -284,7 +284,8 @@ def run(
         workdir: where trial folders go (default `$NASCTL_HOME`, else ./nasctl_runs).
         wait: True (default) returns once the experiment has ended; False
             returns as soon as its loop runs on a background thread of this
-            process, and `Experiment.wait()` joins it.
+            process, and `Experiment.wait()` joins it (not on an in-memory
+            SQLite database, which that thread cannot share).
         progress: False (default) draws nothing; True draws what `nasctl run`
             draws, on standard error; a callable receives every `Progress`.
         **overrides: `max_trials`, `parallelism`, `trial_timeout`,
@@ -366,8 +367,21 @@ def list_experiments(db: str | None = None) -> list[ExperimentInfo]:
 # --- helpers --------------------------------------------------------------------------
 def _drive(store: Store, name: str, wait: bool, progress: ProgressOption,
            start: Callable[[Callable[[Progress], None] | None], RunSummary]) -> Experiment:
-    """Run `start` (start_experiment or resume_experiment) here, or on a background thread."""
+    """Run `start` (start_experiment or resume_experiment) here, or on a background thread.
+
+    Raises:
+        BadInputError: `wait=False` on an in-memory SQLite database, which lives in
+            one connection: the loop's thread would open a new, empty one.
+    """
     from nasctl.store import Store
+
+    if not wait and store.is_sqlite and store.path is None:
+        store.close()
+        raise BadInputError(
+            f"wait=False cannot drive an experiment in the in-memory database {store.display_url}: "
+            "its background thread would see a new, empty database",
+            "pass a database file, e.g. db='sqlite:///nasctl.db', or run with wait=True",
+        )
     display, on_progress = _progress(progress)
     if wait:
         with _ProcessSettings(), display:

@@ -248,6 +248,20 @@ def test_background_run_stop_and_wait(tmp_path: Path, funcs: str) -> None:
     assert set(threading.enumerate()) == threads
 
 
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+def test_a_background_run_refuses_an_in_memory_database(tmp_path: Path, funcs: str, url: str) -> None:
+    """The loop's thread would open its own, empty in-memory database: `wait=False`
+    is refused on one line naming the fix, and a blocking run on it works."""
+    threads = set(threading.enumerate())
+    with pytest.raises(BadInputError) as e:
+        nasctl.run(_spec(tmp_path, funcs), db=url, wait=False)
+    assert "in-memory" in e.value.message and "\n" not in str(e.value)
+    assert e.value.hint is not None and "sqlite:///" in e.value.hint and "wait=True" in e.value.hint
+    assert set(threading.enumerate()) == threads and not (tmp_path / "nasctl_runs").exists()
+    exp = nasctl.run(_spec(tmp_path, funcs), db=url)
+    assert exp.status()["trials"]["COMPLETED"] == 4 and len(exp.trials()) == 4
+
+
 def test_progress_is_drawn_only_when_asked(tmp_path: Path, funcs: str, capfd: pytest.CaptureFixture[str]) -> None:
     nasctl.run(_spec(tmp_path, funcs), name="quiet", max_trials=2)
     out, err = capfd.readouterr()
