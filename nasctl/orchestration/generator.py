@@ -16,20 +16,10 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from nasctl.orchestration import failpoints
-from nasctl.optimizer.ax_optimizer import Candidate
-
-
-class Optimizer(Protocol):
-    log_scale: tuple[str, ...] | None  # objectives the last model had on the log scale; None before a model
-    def complete(self, index: int, values: Mapping[str, float]) -> None: ...
-    def fail(self, index: int, reason: str | None = None) -> None: ...
-    def abandon(self, index: int) -> None: ...
-    def early_stop(self, index: int, values: Mapping[str, float] | None) -> None: ...
-    def attach(self, parameters: Mapping[str, Any]) -> int: ...
-    def generate(self, n: int) -> list[Candidate]: ...
+from nasctl import failpoints
+from nasctl.optimizer.base import Candidate, Optimizer
 
 
 @dataclass(frozen=True)
