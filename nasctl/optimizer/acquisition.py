@@ -50,7 +50,7 @@ SPEEDUPS: frozenset[str] = frozenset(
 """The speed-ups `HypervolumeImprovement` uses (all of them; fewer for ablations)."""
 
 
-class HypervolumeImprovement(qLogNoisyExpectedHypervolumeImprovement):  # type: ignore[misc]
+class HypervolumeImprovement(qLogNoisyExpectedHypervolumeImprovement):
     """BoTorch's qLogNEHVI with the speed-ups in `SPEEDUPS`: same arguments,
     same acquisition values and gradients (to rounding; see each module)."""
 
@@ -113,13 +113,13 @@ class HypervolumeImprovement(qLogNoisyExpectedHypervolumeImprovement):  # type: 
     def _compute_posterior_samples_and_concat_pending(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         fallback = super()._compute_posterior_samples_and_concat_pending
         if "joint-posterior" not in SPEEDUPS:
-            return fallback(X)  # type: ignore[no-any-return]
-        return jointpost.samples_and_pending(self, X, fallback)  # type: ignore[no-any-return]
+            return fallback(X)
+        return jointpost.samples_and_pending(self, X, fallback)
 
     def _compute_log_qehvi(self, samples: torch.Tensor, X: torch.Tensor | None = None) -> torch.Tensor:
         if "single-candidate" in SPEEDUPS and singleq.skips_identities(self, samples):
             return singleq.compute_log_qehvi(self, samples, X=X)  # type: ignore[no-any-return]
-        return super()._compute_log_qehvi(samples, X=X)  # type: ignore[no-any-return]
+        return super()._compute_log_qehvi(samples, X=X)
 
 
 # BoTorch's input constructor for qLogNEHVI builds this subclass's arguments too
@@ -127,7 +127,7 @@ class HypervolumeImprovement(qLogNoisyExpectedHypervolumeImprovement):  # type: 
 acqf_input_constructor(HypervolumeImprovement)(construct_inputs_qLogNEHVI)
 
 
-class NasctlAcquisition(Acquisition):  # type: ignore[misc]
+class NasctlAcquisition(Acquisition):
     """Ax's `Acquisition`, building `HypervolumeImprovement` where Ax chose
     qLogNEHVI, measured on the objectives' own scale where they are modelled on
     the log scale (see `logscale`). Every other choice of Ax is kept."""
@@ -145,17 +145,18 @@ class NasctlAcquisition(Acquisition):  # type: ignore[misc]
                 botorch_acqf_class=botorch_acqf_class, botorch_acqf_options=botorch_acqf_options, model=model
             )
         columns, sds, mapped = plan
-        thresholds = self._objective_thresholds
-        # Ax's construction reads the reference point from `_objective_thresholds` and
-        # the objective from `get_botorch_objective_and_transform` (below)
-        self._objective_thresholds = mapped
+        # Ax passes `botorch_acqf_options` to BoTorch's input constructor after its own
+        # arguments, so their `ref_point` replaces the objective thresholds for this
+        # construction only; the objective comes from `get_botorch_objective_and_transform`
+        # (below)
         self._raw_columns = (columns, sds)
         try:
             return super()._construct_botorch_acquisition(
-                botorch_acqf_class=botorch_acqf_class, botorch_acqf_options=botorch_acqf_options, model=model
+                botorch_acqf_class=botorch_acqf_class,
+                botorch_acqf_options={**botorch_acqf_options, "ref_point": mapped},
+                model=model,
             )
         finally:
-            self._objective_thresholds = thresholds  # Ax's, for its later use
             self._raw_columns = None
 
     def get_botorch_objective_and_transform(self, *args: Any, **kwargs: Any) -> Any:

@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from botorch.utils.multi_objective.box_decompositions.non_dominated import FastNondominatedPartitioning
 
+from nasctl.optimizer import compat
+
 
 def _local_upper_bounds(U: np.ndarray, Z: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One step of Lacour et al.'s Algorithm 1 (minimisation): add point `z`
@@ -102,41 +104,47 @@ def get_partition_bounds(Z: Any, U: Any, ref_point: Any) -> Any:
     return torch.from_numpy(np.ascontiguousarray(bounds[:, ~empty])).to(U)
 
 
-class NumpyNondominatedPartitioning(FastNondominatedPartitioning):  # type: ignore[misc]
+class NumpyNondominatedPartitioning(FastNondominatedPartitioning):
     """BoTorch's `FastNondominatedPartitioning` (unbatched, 3+ outcomes) with
     its incremental steps in NumPy. Its two methods below are BoTorch's own
     (botorch 0.18.1, `box_decomposition.FastPartitioning._partition_space` and
     `non_dominated.FastNondominatedPartitioning._get_partitioning`) with those
-    steps replaced; `update` (not used by qLogNEHVI) keeps BoTorch's path."""
+    steps replaced; `update` (not used by qLogNEHVI) keeps BoTorch's path.
+    BoTorch keeps the negated (minimisation) front and reference point; they
+    are read here as the negated public `pareto_Y` and `ref_point`, which is
+    exact. The local upper bounds are kept where BoTorch keeps them
+    (`compat.set_local_upper_bounds`), for its `update`."""
 
     def _partition_space(self) -> None:
         if len(self.batch_shape) > 0:
-            super()._partition_space()
+            super()._partition_space()  # type: ignore[no-untyped-call] # unannotated in BoTorch 0.18.1
             return
         # minimisation: the reference point is the first local upper bound, and
         # the dummy defining points are -inf but on the diagonal (Lacour et al., 2.1)
-        self.register_buffer("_U", self._neg_ref_point.unsqueeze(-2).clone())
+        U = (-self.ref_point).unsqueeze(-2)
         m = self.num_outcomes
-        self._Z = torch.zeros(1, m, m, dtype=self.Y.dtype, device=self.Y.device)
+        Z = torch.zeros(1, m, m, dtype=self.Y.dtype, device=self.Y.device)
         for j in range(m):
-            self._Z[0, j] = float("-inf")
-            self._Z[0, j, j] = self._U[0, j]
-        self._U, self._Z = update_local_upper_bounds_incremental(self._neg_pareto_Y, self._U, self._Z)
+            Z[0, j] = float("-inf")
+            Z[0, j, j] = U[0, j]
+        U, Z = update_local_upper_bounds_incremental(-self.pareto_Y, U, Z)
+        compat.set_local_upper_bounds(self, U, Z)
         self._get_partitioning()
 
     def _get_partitioning(self) -> None:
         # -U are the local lower bounds of the maximisation problem: partition the
         # space they dominate for a minimisation problem with reference point +inf
+        ref_point = self.ref_point
         new_ref_point = torch.full(
-            torch.Size([1]) + self._neg_ref_point.shape, float("inf"),
-            dtype=self._neg_ref_point.dtype, device=self._neg_ref_point.device,
+            torch.Size([1]) + ref_point.shape, float("inf"), dtype=ref_point.dtype, device=ref_point.device,
         )
         U2 = new_ref_point
-        Z2 = self.ref_point.expand(1, self.num_outcomes, self.num_outcomes).clone()
-        for j in range(self._neg_ref_point.shape[-1]):
+        Z2 = ref_point.expand(1, self.num_outcomes, self.num_outcomes).clone()
+        for j in range(ref_point.shape[-1]):
             Z2[0, j, j] = U2[0, j]
-        self._U2, self._Z2 = update_local_upper_bounds_incremental(-self._U, U2, Z2)
-        self.hypercell_bounds = get_partition_bounds(self._Z2, self._U2, new_ref_point.view(-1))
+        U2, Z2 = update_local_upper_bounds_incremental(-compat.local_upper_bounds(self), U2, Z2)
+        compat.set_dual_local_upper_bounds(self, U2, Z2)
+        self.hypercell_bounds = get_partition_bounds(Z2, U2, new_ref_point.view(-1))
 
 
 # ---------------------------------------------------------------------------
@@ -286,13 +294,13 @@ class SampleBatch:
         if not waiting:
             return
         first = waiting[0]
-        neg_ref = first._neg_ref_point.detach().cpu().numpy()
-        fronts = [p._neg_pareto_Y.detach().cpu().numpy() for p in waiting]
+        neg_ref = (-first.ref_point).detach().cpu().numpy()
+        fronts = [(-p.pareto_Y).detach().cpu().numpy() for p in waiting]
         for p, parts in zip(waiting, decompose_fronts(fronts, neg_ref)):
-            like = p._neg_pareto_Y
+            like = p.pareto_Y  # dtype and device
             t = {k: torch.from_numpy(np.ascontiguousarray(v)).to(like) for k, v in parts.items()}
-            p.register_buffer("_U", t["_U"])  # as BoTorch's `_partition_space`
-            p._Z, p._U2, p._Z2 = t["_Z"], t["_U2"], t["_Z2"]
+            compat.set_local_upper_bounds(p, t["_U"], t["_Z"])  # as BoTorch's `_partition_space`
+            compat.set_dual_local_upper_bounds(p, t["_U2"], t["_Z2"])
             p.hypercell_bounds = t["hypercell_bounds"]
 
 
@@ -323,11 +331,11 @@ class BatchedNondominatedPartitioning(NumpyNondominatedPartitioning):
 
     def get_hypercell_bounds(self) -> torch.Tensor:
         self._finish()
-        return super().get_hypercell_bounds()  # type: ignore[no-any-return]
+        return super().get_hypercell_bounds()
 
     def _compute_hypervolume_if_y_has_data(self) -> torch.Tensor:
         self._finish()
-        return super()._compute_hypervolume_if_y_has_data()  # type: ignore[no-any-return]
+        return super()._compute_hypervolume_if_y_has_data()
 
     def update(self, Y: torch.Tensor) -> None:
         self._finish()

@@ -29,7 +29,7 @@ def _lengthscale(kernel: Any) -> Any:
 
 
 def _set_lengthscale(kernel: Any, value: Any) -> None:
-    kernel._set_lengthscale(value)  # noqa: SLF001 - gpytorch's own setter for priors
+    kernel.lengthscale = value  # gpytorch's property setter (`Kernel._set_lengthscale`)
 
 
 def model_class() -> type:
@@ -43,7 +43,7 @@ def model_class() -> type:
     if _CLASS is not None:
         return _CLASS
 
-    class CategoricalGP(MixedSingleTaskGP):  # type: ignore[misc]
+    class CategoricalGP(MixedSingleTaskGP):
         """MixedSingleTaskGP whose categorical kernels carry a log-normal length-scale prior."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -37,11 +37,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from nasctl.optimizer import compat
+
+
 def _supported(model: Any, X: Any) -> bool:
     from botorch.models.gp_regression_mixed import MixedSingleTaskGP
     from botorch.models.transforms.input import Normalize
 
-    if not isinstance(model, MixedSingleTaskGP) or len(model._input_batch_shape) != 0:  # noqa: SLF001
+    if not isinstance(model, MixedSingleTaskGP) or len(model.batch_shape) != 0:
         return False
     if model.num_outputs < 2:  # (every multi-objective model has 2+)
         return False
@@ -50,7 +53,7 @@ def _supported(model: Any, X: Any) -> bool:
     transform = getattr(model, "input_transform", None)
     if transform is not None and type(transform) is not Normalize:
         return False
-    return X.dim() == 3
+    return bool(X.dim() == 3)
 
 
 def candidate_posteriors(model: Any, X_baseline: Any, X: Any) -> Any:
@@ -87,7 +90,7 @@ def samples_and_pending(self: Any, X: Any, fallback: Callable[[Any], tuple[Any, 
     that is supported and cheaper; `fallback(X)` (BoTorch's method) elsewhere."""
     uncached_pending = self.X_pending is not None and (
         not self.cache_pending
-        or self.X_pending.shape[-2] + self._X_baseline.shape[-2] != self.X_baseline.shape[-2]
+        or self.X_pending.shape[-2] + compat.observed_baseline(self).shape[-2] != self.X_baseline.shape[-2]
     )
     if uncached_pending or not _supported(self.model, X):
         return fallback(X)
@@ -96,5 +99,5 @@ def samples_and_pending(self: Any, X: Any, fallback: Callable[[Any], tuple[Any, 
     if (b + n * q) ** 2 >= n * (b + q) ** 2:  # one batch, or batches so many that the joint is larger
         return fallback(X)
     posterior = candidate_posteriors(self.model, self.X_baseline, X)
-    self._set_sampler(q_in=q, posterior=posterior)
-    return self._get_f_X_samples(posterior=posterior, q_in=q), X
+    compat.set_sampler(self, q_in=q, posterior=posterior)
+    return compat.f_X_samples(self, posterior=posterior, q_in=q), X

@@ -42,7 +42,10 @@ from typing import Any
 import numpy as np
 import torch
 from ax.adapter.transforms.log_y import LogY
+from ax.exceptions.model import ModelError
 from botorch.acquisition.multi_objective.objective import MCMultiOutputObjective
+
+from nasctl.optimizer import compat
 
 SPAN = 10.0
 """Ratio of the upper to the lower quartile of the observed values at which an
@@ -96,7 +99,7 @@ def logged_metrics(adapter: Any) -> set[str]:
     return set(transform.metric_signatures) if isinstance(transform, WideLogY) else set()
 
 
-class WideLogY(LogY):  # type: ignore[misc]
+class WideLogY(LogY):
     """Ax's `LogY`, applied to the objectives that `wide_metrics` picks from the
     data it is fitted to (after the transforms before it, e.g. winsorisation)."""
 
@@ -108,7 +111,7 @@ class WideLogY(LogY):  # type: ignore[misc]
         config: Any = None,
     ) -> None:
         metrics: list[str] = []
-        opt = getattr(adapter, "_optimization_config", None)
+        opt = compat.adapter_optimization_config(adapter)
         if experiment_data is not None and opt is not None and not experiment_data.observation_data.empty:
             means = experiment_data.observation_data["mean"]
             # a constrained metric is left to BilogY, which reads its bound untransformed
@@ -204,7 +207,7 @@ def _hypervolume_classes() -> tuple[type, ...]:
     )
 
 
-class RawScaleObjective(MCMultiOutputObjective):  # type: ignore[misc]
+class RawScaleObjective(MCMultiOutputObjective):
     """`inner` (Ax's objective, or none) applied to posterior samples whose
     log-scale columns are mapped back to the raw scale (`raw_units`)."""
 
@@ -226,8 +229,11 @@ class RawScaleObjective(MCMultiOutputObjective):  # type: ignore[misc]
 
 def _model_columns(acquisition: Any, logged: Mapping[str, float]) -> tuple[list[int], list[float]]:
     """The model-output columns of `acquisition` that are logged metrics, with their sds."""
-    outcomes = list(getattr(acquisition.surrogate, "_outcomes", None) or [])
-    subset = getattr(acquisition, "_subset_idcs", None)
+    try:
+        outcomes = list(acquisition.surrogate.outcomes)
+    except ModelError:  # a surrogate not fitted yet
+        outcomes = []
+    subset = compat.acquisition_subset_indices(acquisition)
     names = [outcomes[int(i)] for i in subset] if subset is not None else outcomes
     columns = [j for j, name in enumerate(names) if name in logged]
     return columns, [float(logged[names[j]]) for j in columns]
@@ -258,11 +264,11 @@ def raw_scale_plan(acquisition: Any, botorch_acqf_class: type) -> tuple[list[int
     if not RAW_SCALE or current is None:
         return None
     logged = logged_sds(current.adapter)
-    thresholds = acquisition._objective_thresholds  # noqa: SLF001 - maximisation-aligned, one per objective
+    thresholds = acquisition.objective_thresholds  # maximisation-aligned, one per objective
     if not logged or thresholds is None or not issubclass(botorch_acqf_class, _hypervolume_classes()):
         return None
     columns, sds = _model_columns(acquisition, logged)
-    found = _objective_columns(acquisition._objective_weights)  # noqa: SLF001
+    found = _objective_columns(compat.acquisition_objective_weights(acquisition))
     if not columns or found is None or len(found) != thresholds.shape[-1]:
         return None
     mapped = thresholds.clone()

@@ -66,9 +66,10 @@ def prune_inferior_points(
     that are feasible, better than `ref_point` and Pareto-optimal in at least
     one of `num_samples` posterior samples."""
     import torch
-    from botorch.acquisition.utils import _prune_inferior_shared_processing
 
-    max_points, obj_vals, infeas = _prune_inferior_shared_processing(
+    from nasctl.optimizer import compat
+
+    max_points, obj_vals, infeas = compat.prune_inferior_shared_processing(
         model=model, X=X, is_moo=True, objective=objective, constraints=constraints,
         num_samples=num_samples, max_frac=1.0, marginalize_dim=marginalize_dim,
     )

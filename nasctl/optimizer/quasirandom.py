@@ -25,6 +25,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from nasctl.optimizer import compat
+
 CHUNK = 64
 """Points drawn per adapter fit at most (the fit costs ~10-20 ms, mostly Ax
 copying the experiment's optimization config; each point tens of µs)."""
@@ -88,7 +90,7 @@ class SobolStart:
 
 def sobol_generator_spec(generation_strategy: Any) -> Any | None:
     """The generator spec of the strategy's "Sobol" node (None without one)."""
-    for node in generation_strategy._nodes:  # noqa: SLF001 - Ax offers no public accessor
+    for node in generation_strategy.nodes_by_name.values():
         if node.name == SOBOL_NODE:
             for gspec in node.generator_specs:
                 if gspec.generator_enum.value == SOBOL_NODE:
@@ -99,8 +101,8 @@ def sobol_generator_spec(generation_strategy: Any) -> Any | None:
 def _last_sobol_run(generation_strategy: Any) -> Any | None:
     """The strategy's latest generator run from its "Sobol" node: Ax fits the
     node's next adapter with the state recorded in it (`init_position`)."""
-    for gr in reversed(generation_strategy._generator_runs):  # noqa: SLF001 - no public accessor
-        if gr._generation_node_name == SOBOL_NODE:  # noqa: SLF001
+    for gr in reversed(compat.strategy_generator_runs(generation_strategy)):
+        if compat.generation_node_name(gr) == SOBOL_NODE:
             return gr
     return None
 
@@ -109,7 +111,7 @@ def sobol_position(generation_strategy: Any, generator_spec: Any) -> int:
     """Where the strategy's "Sobol" node would go on drawing: the position after
     its latest run, else its `init_position` argument (set on resume), else 0."""
     gr = _last_sobol_run(generation_strategy)
-    state = (gr._generator_state_after_gen or {}) if gr is not None else {}  # noqa: SLF001
+    state = (compat.generator_state_after_gen(gr) or {}) if gr is not None else {}
     if "init_position" in state:
         return int(state["init_position"])
     return int((generator_spec.generator_kwargs or {}).get("init_position", 0))
@@ -120,8 +122,7 @@ def set_sobol_position(generation_strategy: Any, position: int) -> None:
     stopped): in the state of its latest run where it has one, since Ax prefers
     that to the node's arguments, else in its `init_position` argument."""
     gr = _last_sobol_run(generation_strategy)
-    if gr is not None and gr._generator_state_after_gen is not None:  # noqa: SLF001
-        gr._generator_state_after_gen["init_position"] = position  # noqa: SLF001
+    if gr is not None and compat.set_generator_state_after_gen(gr, "init_position", position):
         return
     gspec = sobol_generator_spec(generation_strategy)
     if gspec is not None:

@@ -30,15 +30,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from nasctl.optimizer import compat
+
+
 def skips_identities(acqf: Any, samples: Any) -> bool:
     """Whether `compute_log_qehvi` may take the short path for these samples."""
-    from botorch.acquisition.multi_objective import logei
-
-    return (
+    return bool(
         samples.shape[-2] == 1
         and acqf.constraints is None
         and acqf.fat
-        and logei._C is not None  # noqa: SLF001 - the fused kernel, loaded by BoTorch or `optimizer`
+        and compat.fused_kernel() is not None  # loaded by BoTorch or `fused_kernel`
         and samples.device.type == "cpu"
     )
 
@@ -47,7 +48,6 @@ def compute_log_qehvi(self: Any, samples: Any, X: Any = None) -> Any:
     """`qLogExpectedHypervolumeImprovement._compute_log_qehvi` (also qLogNEHVI's)
     for samples where `skips_identities` holds, without steps 6-8 (see the
     module docstring)."""
-    from botorch.acquisition.multi_objective import logei
     from botorch.utils.safe_math import logmeanexp, logsumexp
 
     obj = self.objective(samples, X=X)  # mc_samples x batch_shape x 1 x m
@@ -63,7 +63,7 @@ def compute_log_qehvi(self: Any, samples: Any, X: Any = None) -> Any:
         upper = upper.view(view).expand(*batch_shape, *upper.shape[-2:])
     # the one subset of size 1: mc_samples x batch_shape x (q_choose_1 = 1) x (i = 1) x m
     subsets = obj.unsqueeze(-2)
-    log_areas = logei._FusedLogAreas.apply(subsets, lower, upper, self.tau_relu, self.tau_max)  # noqa: SLF001
+    log_areas = compat.fused_log_areas(subsets, lower, upper, self.tau_relu, self.tau_max)
     # steps 1-4 gave mc_samples x batch_shape x num_cells x 1; step 9: sum over
     # the cells, mean over the posterior samples
     return logmeanexp(logsumexp(log_areas.squeeze(-1), dim=-1), dim=0)

@@ -127,7 +127,7 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
     from ax.adapter.registry import MBM_X_trans, Mixed_transforms, Y_trans
     from ax.api.utils.generation_strategy_dispatch import choose_generation_strategy
     from ax.api.utils.structs import GenerationStrategyDispatchStruct
-    from ax.generators.torch.botorch_modular.surrogate import ModelConfig
+    from ax.generators.torch.botorch_modular.utils import ModelConfig
     import torch
     from botorch.models.fully_bayesian import SaasFullyBayesianSingleTaskGP
     from botorch.sampling.normal import SobolQMCNormalSampler
@@ -166,7 +166,7 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
     # parameters and 2-3 objectives; SAASBO's acquisition averages 8 GPs, each
     # evaluation 8x dearer
     larger_budget = continuous and method == "botorch" and dims <= 8 and len(spec.objectives) in (2, 3)
-    for node in gs._nodes:  # noqa: SLF001 - Ax offers no public hook for these options
+    for node in gs.nodes_by_name.values():
         for gspec in node.generator_specs:
             if gspec.generator_enum.value != "BoTorch":
                 continue
