@@ -13,18 +13,19 @@ but not yet completed are pending points for the acquisition function.
 
 from __future__ import annotations
 
-import logging
 import math
-import os
 import re
-import subprocess
-import sys
-import time
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nasctl.optimizer import compat
 from nasctl.optimizer.base import Candidate, RestoredTrial
+from nasctl.optimizer.fused_kernel import (
+    FUSED_EXTENSION,
+    build_extension,
+    prebuild_extension,
+    use_prebuilt_extension,
+)
 from nasctl.optimizer.gpfit import FitCache
 from nasctl.optimizer.methods import resolve_method
 from nasctl.optimizer.novelty import METHOD as EXPLORE
@@ -38,17 +39,15 @@ from nasctl.optimizer.quasirandom import (
     sobol_position,
     sobol_trial_limit,
 )
+from nasctl.optimizer.quiet import first_import, library_calls, quietly
 from nasctl.optimizer.strategies import build_strategy
 from nasctl.spec import ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
 from nasctl.types import ParamValue
 
-__all__ = ["AxOptimizer", "Candidate", "RestoredTrial", "ax_metric_names"]
-
-
-def _quiet_ax() -> None:
-    for name in list(logging.root.manager.loggerDict):
-        if name.startswith(("ax", "botorch", "gpytorch", "linear_operator")):
-            logging.getLogger(name).setLevel(logging.WARNING)
+__all__ = [
+    "FUSED_EXTENSION", "AxOptimizer", "Candidate", "RestoredTrial", "ax_metric_names", "build_extension",
+    "prebuild_extension", "use_prebuilt_extension",
+]
 
 
 def _limit_blas_threads() -> None:
@@ -59,103 +58,6 @@ def _limit_blas_threads() -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1)
-
-
-FUSED_EXTENSION = "logei_fused_ext"
-
-
-def _extension_dir() -> str | None:
-    root = os.environ.get("TORCH_EXTENSIONS_DIR")
-    return os.path.join(root, FUSED_EXTENSION) if root else None
-
-
-def prebuild_extension() -> subprocess.Popen[bytes] | None:
-    """Build BoTorch's fused qLogNEHVI kernel in a detached background process.
-
-    BoTorch compiles it on first use in an installation (~30-45 s on 2 cores).
-    The build never runs inside the orchestrator: torch guards it with a lock
-    file, and an orchestrator killed while holding it (kill -9 is allowed at
-    any instant) would leave every later process waiting on that lock forever.
-    The builder is a separate process in its own session, records its pid, and
-    removes a lock whose recorded builder is dead before it starts. The
-    orchestrator starts it at once and its first model-based proposal waits
-    for it (`use_prebuilt_extension`). Returns None when the kernel is already
-    built.
-    """
-    ext = _extension_dir()
-    if ext is None or os.path.exists(os.path.join(ext, FUSED_EXTENSION + ".so")):
-        return None
-    code = (
-        "import os, sys, warnings; warnings.simplefilter('ignore')\n"
-        "ext = sys.argv[1]; os.makedirs(ext, exist_ok=True)\n"
-        "pidfile, lock = os.path.join(ext, 'builder.pid'), os.path.join(ext, 'lock')\n"
-        "try:\n"
-        "    old = int(open(pidfile).read())\n"
-        "    os.kill(old, 0)\n"
-        "    sys.exit(0)  # another builder is alive\n"
-        "except (OSError, ValueError):\n"
-        "    pass\n"
-        "if os.path.exists(lock):\n"
-        "    os.remove(lock)  # left by a builder that died\n"
-        "open(pidfile, 'w').write(str(os.getpid()))\n"
-        "from botorch.acquisition.multi_objective.logei import _try_load_fused_kernel as f; f()\n"
-    )
-    return subprocess.Popen(
-        [sys.executable, "-c", code, ext], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
-def _builder_alive(ext: str) -> bool:
-    """Whether the builder recorded in `ext` (see `prebuild_extension`) still runs."""
-    try:
-        with open(os.path.join(ext, "builder.pid")) as f:
-            os.kill(int(f.read()), 0)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def build_extension(timeout: float = 600.0) -> bool:
-    """Build BoTorch's fused kernel now (through `prebuild_extension`'s detached
-    builder) and wait until it exists, also when another process is the one
-    building it; stop waiting when no builder runs any more (a build that
-    failed). Returns whether the kernel exists (False without a
-    TORCH_EXTENSIONS_DIR, see
-    `nasctl.orchestration.control.prepare_orchestrator_process`)."""
-    ext = _extension_dir()
-    if ext is None:
-        return False
-    built = os.path.join(ext, FUSED_EXTENSION + ".so")
-    if os.path.exists(built):
-        return True
-    builder = prebuild_extension()
-    if builder is not None:
-        builder.wait(timeout=timeout)
-    deadline = time.monotonic() + timeout  # a builder started by another process exits this one at once
-    while not os.path.exists(built) and time.monotonic() < deadline and _builder_alive(ext):
-        time.sleep(1)
-    return os.path.exists(built)
-
-
-def use_prebuilt_extension() -> bool:
-    """Let BoTorch load the fused kernel from `prebuild_extension`'s build.
-
-    BoTorch loads the kernel when it first builds a qLogNEHVI in a process: it
-    tries `import logei_fused_ext` first and compiles it itself (torch's JIT
-    loader, which holds a lock file while it builds) only where that fails.
-    This waits for the detached builder (a no-op once the kernel exists: the
-    wait is paid once per installation, by the first model-based proposal of
-    the first run) and puts the kernel's directory on `sys.path`, so BoTorch's
-    import finds it and never compiles inside the orchestrator. Where no
-    kernel could be built (no TORCH_EXTENSIONS_DIR, no compiler) BoTorch does
-    what it always does. Returns whether the kernel exists."""
-    ext = _extension_dir()
-    if ext is None or not build_extension():
-        return False
-    if ext not in sys.path:
-        sys.path.insert(0, ext)
-    return True
 
 
 def ax_metric_names(spec: ExperimentSpec) -> dict[str, str]:
@@ -198,21 +100,12 @@ class AxOptimizer:
     def __init__(self, spec: ExperimentSpec, fast_start: bool = True) -> None:
         import torch
 
-        logging.disable(logging.INFO)  # Ax logs at INFO while it is imported
-        try:
+        with first_import("ax.api"):  # Ax logs at INFO while it is imported
             from ax.api import Client
-        finally:
-            logging.disable(logging.NOTSET)
-        _quiet_ax()
-        # BoTorch's "optimization failed, trying again with new initial conditions"
-        # and similar notices are handled inside Ax; keep them off the user's terminal.
-        for mod in ("botorch", "gpytorch", "linear_operator", "ax"):
-            warnings.filterwarnings("ignore", module=mod)
         torch.set_num_threads(1)
         _limit_blas_threads()
         self.spec = spec
         self.names = ax_metric_names(spec)
-        self._client = Client(random_seed=spec.optimizer.seed)
         self._fast = fast_start  # the quasi-random fast path may still serve proposals
         self._sobol: SobolStart | None = None
         self._deferred: list[tuple[str, tuple[Any, ...]]] = []  # outcomes not yet told to Ax
@@ -221,8 +114,6 @@ class AxOptimizer:
         self.fits = FitCache()  # warm starts for the GP fits of successive proposals
         self.guard = RepeatGuard(spec)  # no repeated proposals while nothing is feasible
         self.log_scale: tuple[str, ...] | None = None  # objectives the last model modelled on the log scale
-        client = self._client
-        client.configure_experiment(parameters=self._parameter_configs(), name=spec.name)
         objective = ", ".join(
             (self.names[n] if o.maximize else f"-{self.names[n]}") for n, o in spec.objectives.items()
         )
@@ -232,12 +123,16 @@ class AxOptimizer:
                 constraints.append(f"{self.names[n]} {'>=' if o.maximize else '<='} {o.threshold!r}")
         for c in spec.parsed_constraints:
             constraints.append(f"{self.names[c.metric]} {c.op} {c.bound!r}")
-        client.configure_optimization(objective=objective, outcome_constraints=constraints or None)
         self.choice = resolve_method(spec)
-        client.set_generation_strategy(
-            build_strategy(spec, self.choice.method, "cuda" if torch.cuda.is_available() else None)
-        )
-        _quiet_ax()
+        # BoTorch's notices ("optimization failed, trying again with new initial conditions")
+        # are handled inside Ax: not for the user's terminal
+        with library_calls():
+            self._client = Client(random_seed=spec.optimizer.seed)
+            self._client.configure_experiment(parameters=self._parameter_configs(), name=spec.name)
+            self._client.configure_optimization(objective=objective, outcome_constraints=constraints or None)
+            # kept: the client gives its strategy back through private accessors only
+            self._strategy = build_strategy(spec, self.choice.method, "cuda" if torch.cuda.is_available() else None)
+            self._client.set_generation_strategy(self._strategy)
 
     def _parameter_configs(self) -> list[Any]:
         """The Ax parameter configs of the search space (subclasses may add their own)."""
@@ -271,6 +166,17 @@ class AxOptimizer:
         self._flush()
         return self._client
 
+    @property
+    def experiment(self) -> Any:
+        """The client's Ax `Experiment`, with every outcome reported so far told to it."""
+        return compat.client_experiment(self.client)
+
+    @property
+    def strategy(self) -> Any:
+        """The client's Ax `GenerationStrategy` (see `strategies`)."""
+        return self._strategy
+
+    @quietly
     def _flush(self) -> None:
         """Tell Ax the outcomes kept back by the quasi-random fast path, in order."""
         deferred, self._deferred = self._deferred, []
@@ -288,6 +194,7 @@ class AxOptimizer:
     def _raw(self, values: Mapping[str, float]) -> dict[str, float]:
         return {self.names[n]: float(values[n]) for n in self.names if n in values and math.isfinite(values[n])}
 
+    @quietly
     def complete(self, index: int, values: Mapping[str, float]) -> None:
         self.guard.observe(index, values)
         if not self._defer("complete", index, dict(values)):
@@ -296,6 +203,7 @@ class AxOptimizer:
     def _complete(self, index: int, values: Mapping[str, float]) -> None:
         self._client.complete_trial(index, raw_data=self._raw(values))
 
+    @quietly
     def fail(self, index: int, reason: str | None = None) -> None:
         self._failed.add(index)
         if not self._defer("fail", index, reason):
@@ -304,6 +212,7 @@ class AxOptimizer:
     def _fail(self, index: int, reason: str | None = None) -> None:
         self._client.mark_trial_failed(index, failed_reason=reason)
 
+    @quietly
     def abandon(self, index: int) -> None:
         if not self._defer("abandon", index):
             self._abandon(index)
@@ -311,6 +220,7 @@ class AxOptimizer:
     def _abandon(self, index: int) -> None:
         self._client.mark_trial_abandoned(index)
 
+    @quietly
     def early_stop(self, index: int, values: Mapping[str, float] | None) -> None:
         """An early-stopped trial. `values` are the optimistic final values it was
         judged by (see nasctl/orchestration/early_stopping.py). When they cover
@@ -333,11 +243,13 @@ class AxOptimizer:
         else:
             self._client.mark_trial_abandoned(index)
 
+    @quietly
     def attach(self, parameters: Mapping[str, ParamValue]) -> int:
         """Add a trial proposed earlier (on resume); it stays pending until completed/failed."""
         tunable = {k: v for k, v in parameters.items() if k in self.spec.tunable}
-        return self.client.attach_trial(parameters=tunable)  # type: ignore[no-any-return]
+        return int(self.client.attach_trial(parameters=tunable))
 
+    @quietly
     def restore(self, trials: Sequence[RestoredTrial]) -> None:
         """Rebuild the engine from the store (call before anything else).
 
@@ -349,7 +261,8 @@ class AxOptimizer:
         first GP fit after a resume starts cold, see `gpfit`.)
         """
         sobol_drawn = sum(1 for t in trials if t.method == "Sobol")
-        for node in self.client._generation_strategy._nodes:  # noqa: SLF001 - no public hook
+        self._flush()
+        for node in self._strategy.nodes_by_name.values():
             for gspec in node.generator_specs:
                 if gspec.generator_enum.value == "Sobol":
                     gspec.generator_kwargs = {**(gspec.generator_kwargs or {}), "init_position": sobol_drawn}
@@ -370,11 +283,11 @@ class AxOptimizer:
             # with the initial trials already done it must go on to the model now,
             # or a resumed run would draw one more quasi-random point than an
             # uninterrupted one.
-            self.client._generation_strategy._maybe_transition_to_next_node(  # noqa: SLF001
-                raise_data_required_error=False
-            )
+            self._flush()
+            compat.advance_strategy(self._strategy)
 
     # --- proposing ----------------------------------------------------------
+    @quietly
     def generate(self, n: int) -> list[Candidate]:
         """Up to `n` new candidates (fewer when the strategy is between steps).
 
@@ -391,20 +304,20 @@ class AxOptimizer:
         fast = self._fast_candidates(n)
         if fast:
             return fast
-        client = self.client
-        experiment = client._experiment  # noqa: SLF001 - see the docstring
+        experiment = self.experiment
         if len(self.spec.objectives) > 1 and len(experiment.trials) >= self.spec.initial_trials:
             use_prebuilt_extension()  # before BoTorch builds its first qLogNEHVI here
-        gs = client._generation_strategy_or_choose()  # noqa: SLF001
+        gs = self._strategy
         # A first request starts at the center point. Where the "Sobol" node is the
         # strategy's last (`method: sobol`) Ax goes on to it within the same request
         # (elsewhere the request ends at the center): then only the center is Ax's
         # and the fast path draws the rest, the same points.
         center_only = self._fast and not experiment.trials and sobol_trial_limit(gs) is None
-        with self.fits.active(), logscale.proposal(), with_rng_seed(seed=client._random_seed):  # noqa: SLF001
+        # the client's seed (`Client(random_seed=...)`), as `Client.get_next_trials` seeds it
+        with self.fits.active(), logscale.proposal(), with_rng_seed(seed=self.spec.optimizer.seed):
             runs = gs.gen(experiment=experiment, n=1, num_trials=1 if center_only else n,
                           fixed_features=self._fixed_features())
-        if any(run._generation_node_name == "MBM" for (run,) in runs):  # noqa: SLF001
+        if any(compat.generation_node_name(run) == "MBM" for (run,) in runs):
             self.log_scale = self._fitted_log_scale()
         guarding = self.guard.active  # changes only when a trial completes
         earlier: list[dict[str, ParamValue]] = (
@@ -415,7 +328,7 @@ class AxOptimizer:
             params = _params(run.arms[0].parameters)
             if (
                 guarding
-                and run._generation_node_name == "MBM"  # noqa: SLF001
+                and compat.generation_node_name(run) == "MBM"
                 and self.guard.repeats(params, earlier)
             ):
                 run = self._explore_run(earlier)
@@ -442,7 +355,8 @@ class AxOptimizer:
         """The objectives that the model just fitted has on the log scale (`logscale`)."""
         from nasctl.optimizer import logscale  # imports Ax: after __init__ has quietened it
 
-        adapter = self.client._generation_strategy.adapter  # noqa: SLF001 - the model of the last proposal
+        self._flush()
+        adapter = self._strategy.adapter  # the model of the last proposal
         logged = logscale.logged_metrics(adapter)
         return tuple(n for n, ax_name in self.names.items() if ax_name in logged)
 
@@ -466,10 +380,10 @@ class AxOptimizer:
 
         if not self._fast:
             return []
-        gs = self._client._generation_strategy  # noqa: SLF001 - Ax offers no public accessor
-        experiment = self._client._experiment  # noqa: SLF001
+        gs = self._strategy
+        experiment = compat.client_experiment(self._client)  # not `experiment`: outcomes stay kept back
         if gs.current_node_name != SOBOL_NODE and experiment.trials:
-            gs._maybe_transition_to_next_node(raise_data_required_error=False)  # noqa: SLF001 - as `gen` does first
+            compat.advance_strategy(gs)  # as `gen` does first
         if gs.current_node_name != SOBOL_NODE:
             if self._sobol is not None or experiment.trials:
                 self._hand_off()
@@ -517,15 +431,15 @@ class AxOptimizer:
         (as `restore` sets it) and learns the outcomes kept back, in order."""
         self._fast = False
         if self._sobol is not None:
-            set_sobol_position(self._client._generation_strategy, self._sobol.position)  # noqa: SLF001
+            set_sobol_position(self._strategy, self._sobol.position)
             self._sobol = None
         self._flush()
 
     def _method(self, index: int) -> str:
-        trial = self._client._experiment.trials[index]  # noqa: SLF001 - Ax exposes no public accessor
+        trial = compat.client_experiment(self._client).trials[index]
         runs = getattr(trial, "generator_runs", [])
         if runs:
-            name = getattr(runs[0], "_generation_node_name", None) or getattr(runs[0], "_generator_key", None)
+            name = compat.generation_node_name(runs[0]) or compat.generator_key(runs[0])
             if name:
-                return str(name)
+                return name
         return "unknown"

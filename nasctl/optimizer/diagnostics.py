@@ -15,13 +15,13 @@ it mean the model predicts unseen architectures well.
 
 from __future__ import annotations
 
-import logging
 import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from nasctl.errors import BadInputError
+from nasctl.optimizer.quiet import first_import, library_calls
 from nasctl.spec import ExperimentSpec
 from nasctl.types import TrialRecord, TrialStatus
 
@@ -75,16 +75,13 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
         opt.complete(ax_index, t.values)
         ours_by_ax_index[ax_index] = t.index
 
-    logging.disable(logging.INFO)
-    try:
+    with first_import("ax.adapter.cross_validation"):
         from ax.adapter.cross_validation import cross_validate
 
         from nasctl.optimizer import logscale
-    finally:
-        logging.disable(logging.NOTSET)
-    experiment = opt.client._experiment  # noqa: SLF001 - Ax exposes no public accessor
+    experiment = opt.experiment
     which, gspec = _model_spec(spec, opt)
-    with warnings.catch_warnings():
+    with library_calls(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         adapter = gspec.generator_enum(
             experiment=experiment, data=experiment.lookup_data(), **gspec.generator_kwargs
@@ -141,7 +138,7 @@ def _model_spec(spec: ExperimentSpec, opt: Any) -> tuple[str, Any]:
     if method in NOT_CROSS_VALIDATED:
         nodes = build_strategy(spec, "botorch", None).nodes_by_name
         return f"the botorch method's model; {method}: {NOT_CROSS_VALIDATED[method]}", nodes["MBM"].generator_specs[0]
-    nodes = opt.client._generation_strategy_or_choose().nodes_by_name  # noqa: SLF001
+    nodes = opt.strategy.nodes_by_name
     return f"the {method} method's model", nodes["MBM"].generator_specs[0]
 
 

@@ -34,9 +34,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from nasctl.optimizer import compat
 from nasctl.optimizer.ax_optimizer import AxOptimizer
 from nasctl.optimizer.base import Candidate, RestoredTrial
 from nasctl.optimizer.promotion import RungResult, choose_promotion
+from nasctl.optimizer.quiet import quietly
 from nasctl.spec import ExperimentSpec, FidelitySpec
 from nasctl.types import ParamValue
 
@@ -101,17 +103,18 @@ class MultiFidelityOptimizer(AxOptimizer):
         if params == run.arms[0].parameters:
             return run
         return GeneratorRun(arms=[Arm(parameters=params)],
-                            generation_node_name=run._generation_node_name)  # noqa: SLF001 - kept for `_method`
+                            generation_node_name=compat.generation_node_name(run))  # kept for `_method`
 
     # --- bookkeeping ------------------------------------------------------------
     def _track(self, index: int, parameters: Mapping[str, ParamValue], promoted_from: int | None) -> None:
         fid = self.fidelity
         self._configs[index] = {k: v for k, v in parameters.items() if k in self.spec.tunable}
-        rung = fid.rung_of(float(parameters[fid.parameter]))  # type: ignore[arg-type]
+        rung = fid.rung_of(float(parameters[fid.parameter]))
         self._rung[index] = 0 if rung is None else rung
         if promoted_from is not None:
             self._promoted.add(promoted_from)
 
+    @quietly
     def attach(self, parameters: Mapping[str, ParamValue]) -> int:
         """Add a stored trial (on resume), its fidelity included."""
         keep = {k: v for k, v in parameters.items() if k in self.spec.tunable or k == self.fidelity.parameter}
@@ -119,12 +122,14 @@ class MultiFidelityOptimizer(AxOptimizer):
         self._track(index, keep, None)
         return int(index)
 
+    @quietly
     def restore(self, trials: Sequence[RestoredTrial]) -> None:
         super().restore(trials)
         for t in trials:
             if t.promoted_from is not None:
                 self._promoted.add(t.promoted_from)
 
+    @quietly
     def complete(self, index: int, values: Mapping[str, float]) -> None:
         super().complete(index, values)
         self._results[index] = dict(values)
@@ -139,6 +144,7 @@ class MultiFidelityOptimizer(AxOptimizer):
                                   predict=self.predict_top if self.fidelity.rank == "model" else None)
         return None if chosen is None else chosen.index
 
+    @quietly
     def predict_top(self, results: Sequence[RungResult]) -> list[RungResult] | None:
         """What the model predicts `results`' configurations would reach at the
         top rung (the `model` rank of `promotion`), None while it cannot predict.
@@ -153,12 +159,12 @@ class MultiFidelityOptimizer(AxOptimizer):
         from nasctl.optimizer import logscale
 
         fid = self.fidelity
-        client = self.client
-        gs = client._generation_strategy_or_choose()  # noqa: SLF001 - as in `generate`
+        experiment = self.experiment
+        gs = self.strategy
         try:
             if self._model is None or self._model[0] != len(self._results):  # one fit per new result
-                with self.fits.active(), logscale.proposal(), with_rng_seed(seed=client._random_seed):  # noqa: SLF001
-                    self._model = (len(self._results), gs.fit(experiment=client._experiment))  # noqa: SLF001
+                with self.fits.active(), logscale.proposal(), with_rng_seed(seed=self.spec.optimizer.seed):
+                    self._model = (len(self._results), gs.fit(experiment=experiment))
             adapter = self._model[1]
             if adapter is None:
                 return None
@@ -175,6 +181,7 @@ class MultiFidelityOptimizer(AxOptimizer):
             out.append(RungResult(r.index, r.rung, values))
         return out
 
+    @quietly
     def promote(self, source: int) -> Candidate:
         """The configuration of trial `source` at the next rung, as a new (pending) trial."""
         fid = self.fidelity
@@ -183,6 +190,7 @@ class MultiFidelityOptimizer(AxOptimizer):
         self._track(index, params, source)
         return Candidate(int(index), params, PROMOTION, promoted_from=source)
 
+    @quietly
     def generate(self, n: int) -> list[Candidate]:
         """Up to `n` candidates: promotions first, then new configurations at the lowest rung."""
         out: list[Candidate] = []
