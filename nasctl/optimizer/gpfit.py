@@ -121,12 +121,15 @@ def register() -> None:
 
     from nasctl.optimizer import catgp
 
-    @fit_botorch_model.register(SingleTaskGP)
     def _fit_single(model: Any, mll_class: Any, mll_options: dict[str, Any] | None = None) -> None:
         _fit(model, mll_class, mll_options, None)
 
-    @fit_botorch_model.register(catgp.model_class())
     def _fit_mixed(model: Any, mll_class: Any, mll_options: dict[str, Any] | None = None) -> None:
         _fit(model, mll_class, mll_options, {"options": {"maxiter": CATEGORICAL_MAXITER}})
+
+    # the dispatcher's `register(cls)` is a decorator (untyped: a multipledispatch
+    # `Dispatcher`), applied here as a call
+    fit_botorch_model.register(SingleTaskGP)(_fit_single)
+    fit_botorch_model.register(catgp.model_class())(_fit_mixed)
 
     register.done = True  # type: ignore[attr-defined]

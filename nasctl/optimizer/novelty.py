@@ -93,13 +93,13 @@ class RepeatGuard:
         for name, p in self.params.items():
             vals = [pt[name] for pt in points]
             if isinstance(p, ChoiceParameter):
-                pos = [p.values.index(v) for v in vals]  # type: ignore[arg-type]
+                pos = [p.values.index(v) for v in vals]
                 if p.ordered:
                     cols.append([i / (len(p.values) - 1) for i in pos])
                 else:
                     cat_cols.append(pos)
             else:
-                cols.append([_unit(p, float(v)) for v in vals])  # type: ignore[arg-type]
+                cols.append([_unit(p, float(v)) for v in vals])
         if cols:
             x = np.array(cols, dtype=float).T.reshape(len(points), len(cols))
         if cat_cols:
@@ -113,7 +113,8 @@ class RepeatGuard:
         xa, ca = self.encode(points)
         xb, cb = self.encode(earlier)
         sq = ((xa[:, None, :] - xb[None, :, :]) ** 2).sum(-1) + (ca[:, None, :] != cb[None, :, :]).sum(-1)
-        return np.sqrt(sq / max(1, len(self.params)))
+        rms: np.ndarray = np.sqrt(sq / max(1, len(self.params)))
+        return rms
 
     def repeats(self, params: Mapping[str, ParamValue], earlier: Sequence[Mapping[str, ParamValue]]) -> bool:
         """True when `params` lies within REPEAT_RADIUS of an earlier trial."""
