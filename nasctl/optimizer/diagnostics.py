@@ -79,17 +79,27 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
         from ax.adapter.cross_validation import cross_validate
 
         from nasctl.optimizer import logscale
-    experiment = opt.experiment
-    which, gspec = _model_spec(spec, opt)
-    with library_calls(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        adapter = gspec.generator_enum(
-            experiment=experiment, data=experiment.lookup_data(), **gspec.generator_kwargs
-        )
-        results = cross_validate(adapter, folds=-1)
+    with library_calls():
+        experiment = opt.experiment
+        which, gspec = _model_spec(spec, opt)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            adapter = gspec.generator_enum(
+                experiment=experiment, data=experiment.lookup_data(), **gspec.generator_kwargs
+            )
+            results = cross_validate(adapter, folds=-1)
     logged = sorted(ax_to_ours[m] for m in logscale.logged_metrics(adapter))
     fitted = adapter.generator.surrogate.model
+    out = _rows(results, metrics, ax_to_ours, ours_by_ax_index)
+    model = f"{_model_name(fitted)} ({which})"
+    if logged:
+        model += f"; on the log scale: {', '.join(logged)}"
+    return {"trials_used": len(usable), "model": model, "metrics": out, "log_scale": logged}
 
+
+def _rows(results: Sequence[Any], metrics: Sequence[str], ax_to_ours: dict[str, str],
+          ours_by_ax_index: dict[int, int]) -> dict[str, list[dict[str, Any]]]:
+    """Per metric, the rows of `loo_cross_validation` from Ax's cross-validation results."""
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in metrics}
     for res in results:
         held_out = res.observed.features.trial_index
@@ -117,10 +127,7 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
             )
     for rows in out.values():
         rows.sort(key=lambda r: r["trial_index"])
-    model = f"{_model_name(fitted)} ({which})"
-    if logged:
-        model += f"; on the log scale: {', '.join(logged)}"
-    return {"trials_used": len(usable), "model": model, "metrics": out, "log_scale": logged}
+    return out
 
 
 NOT_CROSS_VALIDATED = {"sobol": "it has no model", "saasbo": "its MCMC fit took 55 s for 20 trials on 2 cores"}

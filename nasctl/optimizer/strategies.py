@@ -122,14 +122,30 @@ def acquisition_budget(dims: int, larger_budget: bool = False) -> dict[str, int]
     return {"num_restarts": 12, "raw_samples": 1024}
 
 
+def _model_config(method: str, seed: int | None) -> Any:
+    """Ax's `ModelConfig` (the GP) of a model-based `method`."""
+    from ax.generators.torch.botorch_modular.utils import ModelConfig
+    from botorch.models.fully_bayesian import SaasFullyBayesianSingleTaskGP
+
+    if method == "saasbo":
+        return ModelConfig(
+            botorch_model_class=SaasFullyBayesianSingleTaskGP,
+            mll_options={"disable_progbar": True, "seed": seed or 0, **SAAS_NUTS},
+            name="SAASBO",
+        )
+    if method == "categorical":
+        return ModelConfig(botorch_model_class=catgp.model_class(), name="categorical")
+    if method == "botorch":
+        return ModelConfig(name="botorch")
+    raise ValueError(f"unknown optimizer method {method!r}")
+
+
 def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any:
     """The `GenerationStrategy` for `method` (one of botorch, categorical, saasbo, sobol)."""
     from ax.adapter.registry import MBM_X_trans, Mixed_transforms, Y_trans
     from ax.api.utils.generation_strategy_dispatch import choose_generation_strategy
     from ax.api.utils.structs import GenerationStrategyDispatchStruct
-    from ax.generators.torch.botorch_modular.utils import ModelConfig
     import torch
-    from botorch.models.fully_bayesian import SaasFullyBayesianSingleTaskGP
     from botorch.sampling.normal import SobolQMCNormalSampler
 
     from nasctl.optimizer import logscale
@@ -140,18 +156,7 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
     if method == "sobol":
         struct = GenerationStrategyDispatchStruct(method="random_search", initialization_random_seed=seed)
         return choose_generation_strategy(struct)
-    if method == "saasbo":
-        config = ModelConfig(
-            botorch_model_class=SaasFullyBayesianSingleTaskGP,
-            mll_options={"disable_progbar": True, "seed": seed or 0, **SAAS_NUTS},
-            name="SAASBO",
-        )
-    elif method == "categorical":
-        config = ModelConfig(botorch_model_class=catgp.model_class(), name="categorical")
-    elif method == "botorch":
-        config = ModelConfig(name="botorch")
-    else:
-        raise ValueError(f"unknown optimizer method {method!r}")
+    config = _model_config(method, seed)
     struct = GenerationStrategyDispatchStruct(
         method="custom",
         initialization_budget=spec.initial_trials,
