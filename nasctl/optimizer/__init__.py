@@ -2,15 +2,21 @@
 
 Modules:
 
+- `base`: the `Optimizer` protocol the scheduler loop sees and the values
+  that cross it (`Candidate`, `RestoredTrial`); imports neither Ax nor BoTorch;
 - `ax_optimizer`: `AxOptimizer`, the in-memory Ax client the candidate
-  generator asks for proposals and tells results;
+  generator asks for proposals and tells results (`multifidelity`: its
+  multi-fidelity subclass);
 - `methods`: `optimizer.method` and the `auto` rule (imports neither Ax nor
   BoTorch); `strategies`: the Ax generation strategy of each method;
 - `acquisition`: nasctl's Ax `Acquisition` and qLogNEHVI subclasses, with the
   speed-ups in `singleq`, `boxdecomp`, `nondominated`, `jointpost`;
 - `catgp`, `gpfit`, `logscale`: the categorical GP, warm-started GP fits and
   log-scale modelling; `novelty`: no repeated proposals while nothing is
-  feasible; `diagnostics`: leave-one-out cross-validation for the dashboard.
+  feasible; `diagnostics`: leave-one-out cross-validation for the dashboard;
+- `compat`: every read of an Ax or BoTorch internal, one function each;
+  `quiet`: the libraries quiet during nasctl's calls only; `fused_kernel`:
+  BoTorch's compiled qLogNEHVI kernel, built outside the orchestrator.
 
 This is the only package that imports Ax and BoTorch. It changes their
 behaviour only through their extension points (subclasses and arguments
