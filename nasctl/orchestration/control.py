@@ -127,7 +127,7 @@ def start_experiment(
     Raises:
         AlreadyExistsError: an experiment of that name exists (resume it instead).
     """
-    from nasctl.orchestration.loop import owner_id
+    from nasctl.leases import owner_id
 
     check_spec_runnable(spec)
     prepare_orchestrator_process()
