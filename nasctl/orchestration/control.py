@@ -201,7 +201,9 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
     from nasctl.orchestration.generator import CandidateGenerator
     from nasctl.orchestration.loop import Orchestrator, install_signal_handlers
     from nasctl.optimizer.methods import resolve_method
-    from nasctl.optimizer.ax_optimizer import AxOptimizer, RestoredTrial, prebuild_extension
+    from nasctl.optimizer.ax_optimizer import AxOptimizer
+    from nasctl.optimizer.base import RestoredTrial
+    from nasctl.optimizer.fused_kernel import prebuild_extension
 
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
     existing = store.list_trials(exp.id)
