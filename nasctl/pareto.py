@@ -1,10 +1,8 @@
 """Pareto fronts and hypervolume for the store's trials (CLI, dashboard, loop).
 
 Non-dominated sorting and hypervolumes are moocore's (`is_nondominated`,
-`hypervolume`; C code). At nasctl's sizes it was faster than the NumPy code
-it replaced in every case measured (`benchmarks/pareto_libs.py`,
-docs/optimizer.md): a 3-objective mask of 1,000 points 42 -> 0.7 ms, the
-hypervolume of 20,000 points 4.35 s -> 21 ms on a loaded machine.
+`hypervolume`; C code), which replaced nasctl's own NumPy sweeps; the
+comparison is in docs/optimizer.md ("Non-dominated sorting and hypervolume").
 
 Conventions: every function takes a matrix `Y` of shape (n, m) in which all
 objectives are to be *maximised* (callers negate minimised ones with
