@@ -7,7 +7,7 @@ through the store, then calls `GET /api/experiments/NAME/diagnostics` on the
 real FastAPI app (httpx through ASGI, no network): the first answer (202,
 computing), the time until the result is there (polling every 50 ms), and a
 cached answer. Part 2 bulk-imports an experiment of `--big` trials and times
-the note endpoints and the experiment summary (which now carries the note),
+the note endpoints and the experiment summary (which carries the note),
 median of 5 calls after a warm-up. Prints markdown tables: wall time and this
 process's CPU time (the background fit runs in a thread of the same process).
 """
@@ -97,7 +97,7 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=40)
     p.add_argument("--big", type=int, default=100_000)
     a = p.parse_args()
-    print(f"load average before: {os.getloadavg()[0]:.2f} (2 cores)")
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     with tempfile.TemporaryDirectory() as d:
         diagnostics(Path(d), a.trials)
         notes_at_scale(Path(d), a.big)

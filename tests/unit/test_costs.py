@@ -84,10 +84,10 @@ class _Burst(nn.Module):
 
 
 def test_a_burst_of_other_work_stays_out_of_the_latency() -> None:
-    """The method behind the README's repeatability figures: a burst that slows
-    the first 3 of 5 blocks moves the plain median but not the lowest block
-    median. (Cross-process agreement itself is a timing figure, measured by
-    benchmarks/latency_repeatability.py.)"""
+    """The method behind the repeatability figures of docs/builtin-trainer.md: a
+    burst that slows the first 3 of 5 blocks moves the plain median but not the
+    lowest block median. (Cross-process agreement itself is a timing figure,
+    measured by benchmarks/latency_repeatability.py.)"""
     res = measure_latency(_Burst(slow_calls=30), torch.zeros(1, 8), warmup=0, repeats=50, blocks=5)
     assert res.repeats == 50 and res.blocks == 5
     assert res.overall_median_ms >= 20.0  # the plain median is the burst's
