@@ -25,7 +25,7 @@ from typing import Any
 
 from nasctl.errors import RunnerError, SpecError
 from nasctl.runners import warm
-from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
+from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, attempt_suffix, tail_file
 from nasctl.runners.devices import DeviceInventory, check_device_cfg, check_gpu_request, resolve_inventory
 from nasctl.runners.launcher import CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, read_json
 
@@ -59,7 +59,8 @@ def to_appdef(request: JobRequest, image: str, entrypoint: str, args: list[str])
 
 
 def state_dir(request: JobRequest) -> str:
-    return os.path.join(request.trial_dir, "job")
+    """Where the job of one attempt keeps its claim, launch and exit records and its logs."""
+    return os.path.join(request.trial_dir, "job" + attempt_suffix(request.attempt))
 
 
 def _alive(pid: Any, create_time: Any) -> bool:
@@ -166,7 +167,7 @@ class LocalRunner(Runner):
         return self._runner
 
     def _dryrun_info(self, request: JobRequest, env: Mapping[str, str] | None = None) -> Any:
-        cfg = {**self.cfg, "log_dir": os.path.join(request.trial_dir, "job")}
+        cfg = {**self.cfg, "log_dir": state_dir(request)}
         args = ["-m", "nasctl.runners.launcher", "--state-dir", state_dir(request), "--", *self._command(request)]
         if env:
             request = dataclasses.replace(request, env={**request.env, **env})
