@@ -690,6 +690,12 @@ class Store:
         return _trial_from(row)
 
     @retrying
+    def set_attempts(self, trial_id: int, attempts: Sequence[Mapping[str, Any]]) -> TrialRecord:
+        """Replace a trial's attempts (the loop records an ended attempt before it acts on it)."""
+        with self._transaction() as c:
+            return _trial_from(_update_trial(c, trial_id, {"attempts": [dict(a) for a in attempts]}))
+
+    @retrying
     def retry_trial(self, trial_id: int, attempts: Sequence[Mapping[str, Any]], message: str) -> TrialRecord:
         """An attempt ended and the trial runs again: back to CANDIDATE with its
         attempts (the ended one last), no job, its devices free, and an event
