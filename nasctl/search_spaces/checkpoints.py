@@ -25,7 +25,6 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -67,20 +66,11 @@ def save_checkpoint(trainer: pl.Trainer, path: str) -> None:
     _fsync(folder)
 
 
-@dataclass
-class ResumePoint:
-    """A checkpoint that can be resumed from: its path and where its training stood."""
-
-    path: str
-    epoch: int  # Lightning's `epoch` in the checkpoint
-    global_step: int
-
-
-def read_resume_point(path: str) -> ResumePoint:
+def check_checkpoint(path: str) -> None:
     """Load `path` as a Lightning checkpoint; raises ValueError, saying why, if it cannot be one.
 
     Reading it once before `fit` is what lets an unreadable checkpoint mean
-    "train from scratch" instead of a crash inside Lightning."""
+    "train from scratch" instead of a crash inside Lightning (which reads it again)."""
     import torch
 
     if not os.path.isfile(path):
@@ -92,10 +82,9 @@ def read_resume_point(path: str) -> ResumePoint:
         raise ValueError(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'}") from e
     if not isinstance(ckpt, dict) or not {"state_dict", "loops", "epoch", "global_step"} <= ckpt.keys():
         raise ValueError("not a Lightning checkpoint (no state_dict, loops, epoch or global_step)")
-    return ResumePoint(path, int(ckpt["epoch"]), int(ckpt["global_step"]))
 
 
-def resume_point() -> tuple[ResumePoint | None, str | None]:
+def resume_point() -> tuple[str | None, str | None]:
     """The checkpoint `NASCTL_RESUME_FROM` names, or None with why not (None, None: none named).
 
     A missing or unreadable checkpoint is not the trial's fault (a node lost
@@ -105,9 +94,10 @@ def resume_point() -> tuple[ResumePoint | None, str | None]:
     if path is None:
         return None, None
     try:
-        return read_resume_point(path), None
+        check_checkpoint(path)
     except ValueError as e:
         return None, f"{RESUME_ENV} names {path}, which cannot be resumed from ({e}); training from scratch"
+    return path, None
 
 
 class SignalFlags:

@@ -280,7 +280,7 @@ def _train(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Mo
     data, net, costs, info = _prepare(args, build, model_name, device_type)
     latency = info["latency"]
     resume, why_not = resume_point()
-    info.update(resumed_from=resume.path if resume else None)
+    info.update(resumed_from=resume)
     if why_not:
         print(why_not, file=sys.stderr, flush=True)
         info.update(resume_error=why_not)
@@ -294,7 +294,7 @@ def _train(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Mo
     model = lightning_classifier(net, args)
     saver = CheckpointCallback(checkpoint_path(), flags)
     t1 = time.perf_counter()
-    trainer = fit(model, train, val, args, logger, saver, resume.path if resume else None)
+    trainer = fit(model, train, val, args, logger, saver, resume)
     train_seconds = time.perf_counter() - t1
     info.update(train_seconds=round(train_seconds, 3), final_step=trainer.global_step)
     if resume:

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from nasctl.metrics.tensorboard import read_scalars
-from nasctl.search_spaces.checkpoints import CheckpointCallback, SignalFlags, read_resume_point
+from nasctl.search_spaces.checkpoints import CheckpointCallback, SignalFlags, check_checkpoint
 from tests.conftest import ROOT
 from tests.unit.held_model import HOLD_ENV
 
@@ -163,12 +163,12 @@ def test_a_checkpoint_that_cannot_be_read_means_training_from_scratch(tmp_path: 
     assert sorted(tmp_path.rglob("*.ckpt*")) == ([path] if content is not None else [])  # saved nothing
 
 
-def test_read_resume_point_says_why_a_file_is_no_checkpoint(tmp_path: Path) -> None:
+def test_check_checkpoint_says_why_a_file_is_no_checkpoint(tmp_path: Path) -> None:
     torch.save({"model": {}}, tmp_path / "plain.pt")
     with pytest.raises(ValueError, match="not a Lightning checkpoint"):
-        read_resume_point(str(tmp_path / "plain.pt"))
+        check_checkpoint(str(tmp_path / "plain.pt"))
     with pytest.raises(ValueError, match="no such file"):
-        read_resume_point(str(tmp_path / "none.ckpt"))
+        check_checkpoint(str(tmp_path / "none.ckpt"))
 
 
 def test_signal_flags_and_a_sigterm_before_training() -> None:
