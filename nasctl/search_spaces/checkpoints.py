@@ -4,18 +4,20 @@ The contract with nasctl (docs/multifidelity.md, docs/trials.md):
 
 - `NASCTL_CHECKPOINT_DIR` names a folder; the trainer keeps its latest
   checkpoint there as `last.ckpt` (CHECKPOINT_FILE), rewritten at the end of
-  every epoch (after validation), at the next safe point after SIGUSR1 or
-  SIGTERM, and once more when training ends. Without it nothing is saved.
+  every epoch (after validation), at the next safe point after SIGUSR1,
+  SIGUSR2 or SIGTERM, and once more when training ends. Without it nothing
+  is saved.
 - `NASCTL_RESUME_FROM` names a checkpoint to continue from: a promotion's
   source, or this trial's own `last.ckpt` when an attempt is retried.
 
-Signals: a scheduler sends SIGUSR1 as a warning before a time limit or a
-preemption, SIGTERM when it ends the job. The handlers only set flags
-(`SignalFlags`); `CheckpointCallback` acts on them between two training
-batches or at an epoch's end, where the model, the optimizer and Lightning's
-loop counters agree. SIGUSR1: save and train on. SIGTERM: save, stop, and end
-the process by SIGTERM itself (`killed_exit_code`), so the attempt is
-recorded as killed rather than as a failure of the trial's own code.
+Signals: a scheduler sends SIGUSR1 (or SIGUSR2, as `runner.cfg.signal` says)
+as a warning before a time limit or a preemption, SIGTERM when it ends the
+job. The handlers only set flags (`SignalFlags`); `CheckpointCallback` acts on
+them between two training batches or at an epoch's end, where the model, the
+optimizer and Lightning's loop counters agree. SIGUSR1, SIGUSR2: save and
+train on. SIGTERM: save, stop, and end the process by SIGTERM itself
+(`killed_exit_code`), so the attempt is recorded as killed rather than as a
+failure of the trial's own code.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import pytorch_lightning as pl
 CHECKPOINT_DIR_ENV = "NASCTL_CHECKPOINT_DIR"
 RESUME_ENV = "NASCTL_RESUME_FROM"
 CHECKPOINT_FILE = "last.ckpt"
-SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
 
 
 def checkpoint_path() -> str | None:
@@ -116,7 +118,7 @@ class SignalFlags:
         self.received = signal.Signals(signum).name
 
     def install(self) -> None:
-        """Make `handle` the handler of SIGUSR1 and SIGTERM (main thread only, as Python allows)."""
+        """Make `handle` the handler of SIGNALS (main thread only, as Python allows)."""
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 signal.signal(sig, self.handle)

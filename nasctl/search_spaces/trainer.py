@@ -13,7 +13,7 @@ the chosen dataset, and then, following the trial contract:
    `val_loss` and `val_acc` per epoch; it continues from the checkpoint
    `NASCTL_RESUME_FROM` names, if that can be read, and keeps
    `NASCTL_CHECKPOINT_DIR/last.ckpt` up to date at every epoch's end and on
-   SIGUSR1 or SIGTERM (nasctl.search_spaces.checkpoints);
+   SIGUSR1, SIGUSR2 or SIGTERM (nasctl.search_spaces.checkpoints);
 4. logs `val_acc` and the costs again at one common final step, so that step
    holds every objective.
 
@@ -209,7 +209,7 @@ def run_trial(
 # `srun` exists on a Slurm host although the trial is deliberately not a Slurm
 # job, and torch deprecates a pytree class that Lightning's own code still uses.
 # The third is about a retry that resumes a checkpoint saved mid-epoch (after
-# SIGTERM or SIGUSR1): the rest of that epoch is drawn from a fresh shuffle,
+# a signal): the rest of that epoch is drawn from a fresh shuffle,
 # which is how this trainer resumes (docs/builtin-trainer.md), not a mistake.
 LIGHTNING_NOISE = (
     r"The `srun` command is available on your system but is not used",
@@ -240,7 +240,7 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
 
     from nasctl.search_spaces.checkpoints import SignalFlags
 
-    # from here on SIGUSR1 and SIGTERM only set flags, acted on once training runs
+    # from here on SIGUSR1, SIGUSR2 and SIGTERM only set flags, acted on once training runs
     with SignalFlags().installed() as flags:
         return _train(args, build, model_name, device_type, flags)
 

@@ -173,9 +173,11 @@ def test_check_checkpoint_says_why_a_file_is_no_checkpoint(tmp_path: Path) -> No
 
 def test_signal_flags_and_a_sigterm_before_training() -> None:
     flags = SignalFlags()
-    before = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGTERM)}
+    before = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)}
     with flags.installed():
         assert signal.getsignal(signal.SIGTERM) == flags.handle
+        os.kill(os.getpid(), signal.SIGUSR2)  # Slurm's --signal may send either warning
+        assert flags.save and not flags.stop and flags.received == "SIGUSR2"
         os.kill(os.getpid(), signal.SIGUSR1)
         assert flags.save and not flags.stop and flags.received == "SIGUSR1"
         os.kill(os.getpid(), signal.SIGTERM)
