@@ -130,6 +130,7 @@ class TrialOutcomes:
         """Run the trial again: the ended attempt is stored first (write-ahead), its job
         cancelled, then the trial goes back to CANDIDATE with its devices freed."""
         self.store.set_attempts(trial.id, attempts)
+        failpoints.hit("during_retry")
         self.cancel_job(job, trial.index)
         resume = checkpoint_of(trial.log_dir or trial_dir(self.exp.work_dir, trial.index))
         message = attempts_mod.retry_message(trial, attempts, resume, self.spec.trial.max_retries)
