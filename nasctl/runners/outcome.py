@@ -75,7 +75,7 @@ def settle(status: JobStatus, record: Mapping[str, Any] | None) -> JobStatus:
     own = record_status(record, status.node)
     if own.state == JobState.SUCCEEDED:
         what = status.message or status.state.value
-        return dataclasses.replace(own, message=f"the trial exited 0 before the scheduler ended the job ({what})")
+        return dataclasses.replace(own, message=f"the trial exited 0 (the scheduler's final state: {what})")
     if status.state == JobState.FAILED and status.failure_class == FailureClass.USER and (
             own.failure_class != FailureClass.USER):
         message = f"{status.message}; {own.message}" if status.message else own.message

@@ -203,6 +203,22 @@ def query_jobs(job_ids: Sequence[str]) -> dict[str, SlurmRecord]:
     return found
 
 
+def _still_completing(jobs: Mapping[str, str]) -> dict[str, str]:
+    """Of `jobs` (handle -> Slurm job id), those whose processes Slurm is still ending.
+
+    Accounting gives a job its final state (TIMEOUT, CANCELLED, ...) as soon as
+    Slurm decides to end it, while the trial may still be exiting, and may be about
+    to record exit 0 (`settle`). The controller shows such a job as COMPLETING
+    until its processes are gone: one `squeue` call, only for jobs that ended
+    without an exit record."""
+    if not jobs:
+        return {}
+    # all completing jobs (few at any time), not `-j`: one id the controller has forgotten fails the whole call
+    q = _run(["squeue", "-h", "-t", "COMPLETING", "-o", "%i"])
+    completing = set(q.stdout.split()) if q.returncode == 0 else set()
+    return {h: j for h, j in jobs.items() if j in completing}
+
+
 def job_id_of(handle: str) -> str | None:
     """The Slurm job id in a `slurm://session/<id>` handle (None if it is not one)."""
     prefix, _, job_id = handle.rpartition("/")
@@ -339,6 +355,7 @@ class SlurmRunner(Runner):
                 claimers[job.handle] = owner
         records = query_jobs([*ids.values(), *claimers.values()])
         result: dict[str, JobStatus] = {}
+        unsettled: dict[str, str] = {}  # handle -> id of the job that ran the trial
         for job in jobs:
             jid = ids.get(job.handle)
             rec = records.get(jid) if jid else None
@@ -358,8 +375,14 @@ class SlurmRunner(Runner):
                 continue
             sdir = job.metadata.get("state_dir")
             if st.state.is_terminal and sdir:
-                st = settle(st, read_json(os.path.join(sdir, EXIT)))
+                record = read_json(os.path.join(sdir, EXIT))
+                st = settle(st, record)
+                if record is None and st.state != JobState.SUCCEEDED and os.path.exists(os.path.join(sdir, LAUNCH)):
+                    unsettled[job.handle] = owner or str(jid)
             result[job.handle] = st
+        for handle, jid in _still_completing(unsettled).items():
+            result[handle] = JobStatus(JobState.RUNNING, f"Slurm is ending the job ({result[handle].message}); "
+                                                         "waiting for the trial to record its exit")
         return result
 
     def cancel(self, job: SubmittedJob) -> None:
