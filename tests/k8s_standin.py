@@ -128,6 +128,7 @@ class StandInCluster:
         self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], _Pod] = {}
         self.created: list[dict[str, Any]] = []  # every accepted Job body, for assertions
+        self.pods_forbidden = False  # True: listing pods answers 403, as RBAC without `list pods` would
         self.lock = threading.Lock()
         self.log_dir = tempfile.mkdtemp(prefix="k8s-standin-")
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -231,7 +232,9 @@ class StandInCluster:
                         if (ns, name) in cluster.jobs:
                             return self._send(200, cluster._job_view(ns, name))
                     return self._send(404, _status(404, "NotFound", f"jobs.batch.volcano.sh {name!r} not found"))
-                if m := PODS.match(url.path):
+                if (m := PODS.match(url.path)) and cluster.pods_forbidden:
+                    return self._send(403, _status(403, "Forbidden", "pods is forbidden: cannot list resource pods"))
+                if m:
                     wanted = [kv.split("=", 1) for kv in parse_qs(url.query).get("labelSelector", [""])[0].split(",")
                               if "=" in kv]
                     with cluster.lock:

@@ -280,8 +280,10 @@ class KubernetesRunner(Runner):
                                     {**self._metadata(request), "reattached": True})
         return None
 
-    def _pods(self, namespace: str) -> dict[str, dict[str, Any]]:
-        """The namespace's TorchX pods by Volcano Job name (one pod per trial job)."""
+    def _pods(self, namespace: str) -> dict[str, dict[str, Any]] | str:
+        """The namespace's TorchX pods by Volcano Job name (one pod per trial job), or why
+        they could not be listed (say RBAC allows reading pod logs but not listing pods):
+        a failed Job is then judged by its exit record alone, and its message says so."""
         from kubernetes import client
 
         api = client.CoreV1Api(self.torchx._scheduler(SCHEDULER)._api_client())  # noqa: SLF001
@@ -289,7 +291,7 @@ class KubernetesRunner(Runner):
             resp = api.list_namespaced_pod(namespace, label_selector=TORCHX_PODS, _preload_content=False)
             items = json.loads(resp.data).get("items", [])
         except Exception as e:  # ApiException, connection errors, a body that is not JSON
-            raise RunnerError(f"could not list pods in namespace {namespace}: {e}", CLUSTER_HINT) from e
+            return f"could not list pods in namespace {namespace}: {e}"
         by_job: dict[str, dict[str, Any]] = {}
         for pod in items:
             job = ((pod.get("metadata") or {}).get("labels") or {}).get(INSTANCE_LABEL)
@@ -297,20 +299,22 @@ class KubernetesRunner(Runner):
                 by_job[str(job)] = pod
         return by_job
 
-    def _failed(self, job: SubmittedJob, name: str, phase: str, pod: Mapping[str, Any] | None) -> JobStatus:
+    def _failed(self, job: SubmittedJob, name: str, phase: str,
+                pods: Mapping[str, dict[str, Any]] | str) -> JobStatus:
         """A Failed or Terminated Volcano Job: the pod's reason, then the exit record, then the container."""
         sdir = job.metadata.get("state_dir")
         record = read_json(os.path.join(sdir, EXIT)) if sdir else None
+        pod = pods.get(name) if not isinstance(pods, str) else None
         from_pod = pod_status(pod) if pod is not None else None
-        if record is None:
-            return from_pod or JobStatus(JobState.FAILED, f"Volcano job {name} is {phase} and the trial recorded "
-                                                          "no exit", failure_class=FailureClass.INFRASTRUCTURE)
         if from_pod is None:
-            return record_status(record)
+            from_pod = JobStatus(JobState.FAILED, f"Volcano job {name} is {phase} and the trial recorded no exit"
+                                 + (f" ({pods})" if isinstance(pods, str) else ""),
+                                 failure_class=FailureClass.INFRASTRUCTURE)
+            return record_status(record) if record is not None else from_pod
         return settle(from_pod, record)
 
     def _one(self, job: SubmittedJob, listed: Mapping[str, Mapping[str, dict[str, Any]]],
-             pods: Mapping[str, Mapping[str, dict[str, Any]]]) -> JobStatus:
+             pods: Mapping[str, Mapping[str, dict[str, Any]] | str]) -> JobStatus:
         parsed = parse_handle(job.handle)
         if parsed is None:
             return JobStatus(JobState.UNKNOWN, f"{job.handle} is not a kubernetes job handle")
@@ -332,7 +336,7 @@ class KubernetesRunner(Runner):
             if owner is not None and owner != job.handle:
                 # a duplicate submission whose launcher found the trial claimed: report the real run
                 return self._one(SubmittedJob(owner, job.metadata), listed, pods)
-            return self._failed(job, name, phase, pods.get(namespace, {}).get(name))
+            return self._failed(job, name, phase, pods.get(namespace, {}))
         if state == JobState.SUCCEEDED:
             return JobStatus(JobState.SUCCEEDED, None, 0)
         if state == JobState.CANCELLED:

@@ -357,6 +357,20 @@ def test_kubernetes_pods_ended_by_the_cluster(k8s: tuple[StandInCluster, Kuberne
         assert read_json(os.path.join(job.metadata["state_dir"], EXIT))["signal"] == "SIGTERM"  # type: ignore[index]
 
 
+def test_kubernetes_without_leave_to_list_pods_judges_by_the_exit_record(
+        k8s: tuple[StandInCluster, KubernetesRunner], tmp_path: Path) -> None:
+    cluster, runner = k8s
+    cluster.pods_forbidden = True
+    failed = runner.submit(local_request(tmp_path, "exit3", "import sys; sys.exit(3)"))
+    st = wait_for("the job to fail", lambda: (s := runner.status([failed])[failed.handle]).state.is_terminal and s)
+    assert (st.state, st.failure_class, st.message) == (JobState.FAILED, USER, "exit code 3")
+    job, name = k8s_job(runner, tmp_path, "evicted", "import time; time.sleep(120)")
+    cluster.evict("default", name)  # SIGKILL: no exit record, and no pod to say why
+    st = wait_for("the job to fail", lambda: (s := runner.status([job])[job.handle]).state.is_terminal and s)
+    assert (st.state, st.failure_class) == (JobState.FAILED, INFRA)
+    assert "recorded no exit (could not list pods" in (st.message or "") and "Forbidden" in (st.message or "")
+
+
 def test_kubernetes_failed_container_is_user_and_delete_is_cancelled(k8s: tuple[StandInCluster, KubernetesRunner],
                                                                      tmp_path: Path) -> None:
     cluster, runner = k8s
