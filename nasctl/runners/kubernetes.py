@@ -52,7 +52,7 @@ from typing import Any
 
 from nasctl.errors import RunnerError, SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
-from nasctl.runners.launcher import CANCEL_MARKER, EXIT, LAUNCH, read_json, write_json_atomic
+from nasctl.runners.launcher import CANCEL_MARKER, EXIT, LAUNCH, mark_cancel, read_json
 from nasctl.runners.local import ROLE, state_dir, to_appdef
 from nasctl.runners.outcome import record_status, settle
 from nasctl.runners.torchx_options import split_cfg
@@ -360,17 +360,13 @@ class KubernetesRunner(Runner):
             return
         from kubernetes.client.rest import ApiException
 
-        sdir = job.metadata.get("state_dir")
-        marker = os.path.join(sdir, CANCELLED) if sdir and os.path.isdir(sdir) else None
-        wrote = bool(marker) and not os.path.exists(os.path.join(str(sdir), EXIT)) and not os.path.exists(str(marker))
-        if marker and wrote:
-            # before the delete: the launcher then records the SIGTERM its pod gets as nasctl's cancellation
-            write_json_atomic(marker, {"handle": job.handle, "time": time.time()})
+        # before the delete: the launcher then records the SIGTERM its pod gets as nasctl's cancellation
+        marker = mark_cancel(job.metadata.get("state_dir"), job.handle)
         try:
             self.torchx.cancel(job.handle)
         except ApiException as e:
             if e.status != 404:
-                if marker and wrote:
+                if marker:
                     os.unlink(marker)
                 raise RunnerError(f"could not cancel {job.handle}: {e.reason}", CLUSTER_HINT) from e
 

@@ -85,6 +85,20 @@ def read_json(path: str) -> dict[str, Any] | None:
         return None
 
 
+def mark_cancel(sdir: str | None, handle: str) -> str | None:
+    """Write the cancel marker in the attempt's state folder `sdir`, as a runner's
+    `cancel` does before it signals the job. Returns the marker's path, or None when
+    nothing was written: no folder, the job already recorded its exit, or it was
+    marked before."""
+    if not sdir or not os.path.isdir(sdir) or os.path.exists(os.path.join(sdir, EXIT)):
+        return None
+    path = os.path.join(sdir, CANCEL_MARKER)
+    if os.path.exists(path):
+        return None
+    write_json_atomic(path, {"handle": handle, "time": time.time()})
+    return path
+
+
 def job_identity(env: Mapping[str, str]) -> str | None:
     """The scheduler job a launch belongs to: TorchX's job id (`slurm://torchx/<id>` on
     Slurm, the same for every restart of a requeued job; unique per submission on

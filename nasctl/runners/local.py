@@ -34,8 +34,8 @@ from nasctl.errors import RunnerError, SpecError
 from nasctl.runners import warm
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, attempt_suffix, tail_file
 from nasctl.runners.devices import DeviceInventory, check_device_cfg, check_gpu_request, resolve_inventory
-from nasctl.runners.launcher import (CANCEL_MARKER, CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, read_claim, read_json,
-                                     write_json_atomic)
+from nasctl.runners.launcher import (CANCEL_MARKER, CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, mark_cancel, read_claim,
+                                     read_json)
 from nasctl.runners.outcome import record_status
 from nasctl.types import FailureClass
 
@@ -315,8 +315,7 @@ class LocalRunner(Runner):
         launcher the signal is nasctl's (see launcher.CANCEL_MARKER)."""
         sdir = job.metadata.get("state_dir")
         launch = read_json(os.path.join(sdir, LAUNCH)) if sdir else None
-        if sdir and os.path.isdir(sdir) and not os.path.exists(os.path.join(sdir, EXIT)):
-            write_json_atomic(os.path.join(sdir, CANCEL_MARKER), {"handle": job.handle, "time": time.time()})
+        mark_cancel(sdir, job.handle)
         try:
             if launch and _alive(launch.get("pid"), launch.get("create_time")):
                 # the launcher leads its own session: signal the whole group

@@ -56,7 +56,7 @@ from typing import Any
 
 from nasctl.errors import RunnerError, SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
-from nasctl.runners.launcher import CANCEL_MARKER, DUPLICATE_EXIT, EXIT, LAUNCH, read_json, write_json_atomic
+from nasctl.runners.launcher import DUPLICATE_EXIT, EXIT, LAUNCH, mark_cancel, read_json
 from nasctl.runners.local import state_dir, to_appdef
 from nasctl.runners.outcome import settle
 from nasctl.runners.torchx_options import split_cfg
@@ -393,9 +393,7 @@ class SlurmRunner(Runner):
         jid = job_id_of(job.handle)
         if jid is None:
             return
-        sdir = job.metadata.get("state_dir")
-        if sdir and os.path.isdir(sdir) and not os.path.exists(os.path.join(sdir, EXIT)):
-            write_json_atomic(os.path.join(sdir, CANCEL_MARKER), {"handle": job.handle, "time": time.time()})
+        mark_cancel(job.metadata.get("state_dir"), job.handle)
         p = _run(["scancel", jid])
         if p.returncode != 0 and "Invalid job id" not in p.stderr and "already completing" not in p.stderr:
             raise RunnerError(f"scancel {jid} failed: {p.stderr.strip()}", CLUSTER_HINT)
