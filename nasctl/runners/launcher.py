@@ -27,12 +27,14 @@ and this wrapper, launched by TorchX, keeps the job's state on disk:
   `signal`; it is recorded as nasctl's cancellation (`cancelled: true`) only when
   the runner's `cancel` wrote `CANCEL_MARKER` first, so a SIGTERM from anyone
   else (a person, a shutdown, Slurm at a time limit) is not mistaken for one.
-  A trial killed by a signal is recorded with that signal.
+  A trial killed by a signal is recorded with that signal. A launcher stopped
+  before the trial started does not start it.
 
 SIGUSR1 and SIGUSR2 (a scheduler's warning before a time limit, e.g. Slurm's
 `--signal`) are forwarded to the trial and recorded nowhere. Under a Slurm job
-step, Slurm signals every process of the step itself, so the launcher does not
-forward them again (the trial would see each warning twice).
+step the launcher forwards no signal at all: Slurm signals every process of the
+step itself, and a second delivery would make the trial see each warning twice,
+or kill it with a second SIGTERM while it exits in good order.
 
 With `NASCTL_WARM_SOCKET` set (see `nasctl.runners.warm`), the training
 process is forked by the warm server instead of started here; `launch.json`
@@ -245,9 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     received: list[int] = []
     pending: list[int] = []
     target: list[Callable[[int], None]] = []
-    slurm_step = "SLURM_STEP_ID" in os.environ  # Slurm signals every process of the step itself
+    # Under a Slurm job step, Slurm signals every process of the step itself (scancel, the time
+    # limit, a requeue, --signal): forwarding would deliver each signal twice, and a second SIGTERM
+    # during the trial's orderly exit would kill it (Python restores default handlers as it exits).
+    forward = "SLURM_STEP_ID" not in os.environ
 
     def deliver(signum: int) -> None:
+        if not forward:
+            return
         if target:
             target[0](signum)
         else:
@@ -258,13 +265,25 @@ def main(argv: list[str] | None = None) -> int:
         deliver(signum)
 
     def on_warning(signum: int, _frame: object) -> None:
-        if not slurm_step:
-            deliver(signum)
+        deliver(signum)
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, on_stop)
     for sig in WARNING_SIGNALS:
         signal.signal(sig, on_warning)
+
+    def record_exit(rc: int) -> None:
+        result: dict[str, Any] = {"returncode": rc, "ended": time.time()}
+        ended_by = received[0] if received else (-rc if rc < 0 else None)
+        if ended_by is not None:
+            result["signal"] = _signame(ended_by)
+            if rc != 0 and os.path.exists(os.path.join(sdir, CANCEL_MARKER)):
+                result["cancelled"] = True
+        write_json_atomic(os.path.join(sdir, EXIT), result)
+
+    if received:  # stopped before the trial started: it never runs
+        record_exit(-received[0])
+        return 128 + received[0]
 
     send: Callable[[int], None]
     warm, why_cold = None, None
@@ -296,13 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = rc_or_none
     else:
         rc = child.wait()  # retries EINTR itself
-    result: dict[str, Any] = {"returncode": rc, "ended": time.time()}
-    ended_by = received[0] if received else (-rc if rc < 0 else None)
-    if ended_by is not None:
-        result["signal"] = _signame(ended_by)
-        if rc != 0 and os.path.exists(os.path.join(sdir, CANCEL_MARKER)):
-            result["cancelled"] = True
-    write_json_atomic(os.path.join(sdir, EXIT), result)
+    record_exit(rc)
     return rc if rc >= 0 else 128 - rc
 
 

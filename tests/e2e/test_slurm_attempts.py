@@ -44,9 +44,13 @@ os.replace(os.path.join(folder, 'last.ckpt.tmp'), os.path.join(folder, 'last.ckp
 time.sleep(300)
 """
 
+# Slurm may send SIGTERM more than once (to the step, and through srun, which passes on its own);
+# Python restores the default action while it exits, so a trial that means to end in good
+# order ignores the ones that follow the first.
 EXITS_0_AT_THE_TIME_LIMIT = """
 import signal, sys, time
 def saved(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print('time limit reached, results saved', flush=True)
     sys.exit(0)
 signal.signal(signal.SIGTERM, saved)
@@ -70,7 +74,10 @@ sys.exit(0 if len(got) == 1 else 5)
 FINISHES_AFTER_SIGTERM = """
 import signal, sys, time
 stop = []
-signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
+def later(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    stop.append(signum)
+signal.signal(signal.SIGTERM, later)
 print('training', flush=True)
 while not stop:
     time.sleep(0.05)

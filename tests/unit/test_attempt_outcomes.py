@@ -199,6 +199,20 @@ def test_under_a_slurm_step_the_launcher_leaves_warnings_to_slurm(tmp_path: Path
     assert proc.wait(30) == 0 and out.read_text().split() == ["ready", "SIGUSR1"]
 
 
+def test_under_a_slurm_step_the_launcher_leaves_sigterm_to_slurm(tmp_path: Path) -> None:
+    """A second SIGTERM would reach a trial while it exits in good order, and kill it."""
+    sdir, out = tmp_path / "job", tmp_path / "signals.txt"
+    proc = launcher(sdir, WAIT_FOR_SIGNALS.format(out=str(out), exit_on_usr1=True), {"SLURM_STEP_ID": "0"})
+    wait_for("the trial to start", lambda: started(out))
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    assert proc.poll() is None  # the trial still runs: the launcher passed nothing on
+    os.kill(read_json(str(sdir / LAUNCH))["child_pid"], signal.SIGUSR1)  # type: ignore[index]
+    assert proc.wait(30) == 0
+    done = read_json(str(sdir / EXIT))
+    assert done is not None and (done["returncode"], done["signal"]) == (0, "SIGTERM") and "cancelled" not in done
+
+
 def test_an_outside_sigterm_is_not_a_cancellation(tmp_path: Path) -> None:
     sdir, out = tmp_path / "job", tmp_path / "signals.txt"
     proc = launcher(sdir, WAIT_FOR_SIGNALS.format(out=str(out), exit_on_usr1=False))
