@@ -263,8 +263,9 @@ class Orchestrator:
             return False
         statuses = self.runner.status([r.job for r in self._running.values()])
         changed = False
+        now = time.time()
         for index, run in list(self._running.items()):
-            end = job_end(run, statuses.get(run.job.handle))
+            end = job_end(run, statuses.get(run.job.handle), now)
             if end is None:
                 continue
             changed = True
