@@ -200,6 +200,103 @@ def _prepare_restart(sdir: str, identity: str | None, number: int) -> dict[str, 
     return carried
 
 
+class _Relay:
+    """The launcher's signal handling: stop signals are recorded (and passed on),
+    warnings passed on; a signal that arrives before the trial has started is
+    delivered once it runs. Under a Slurm job step nothing is passed on: Slurm
+    signals every process of the step itself (scancel, the time limit, a requeue,
+    --signal), so forwarding would deliver each signal twice, and a second SIGTERM
+    during the trial's orderly exit would kill it (Python restores default
+    handlers as it exits)."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._pending: list[int] = []
+        self._send: Callable[[int], None] | None = None
+        self._forward = "SLURM_STEP_ID" not in os.environ
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._on_stop)
+        for sig in WARNING_SIGNALS:
+            signal.signal(sig, self._on_warning)
+
+    def _deliver(self, signum: int) -> None:
+        if not self._forward:
+            return
+        if self._send is not None:
+            self._send(signum)
+        else:
+            self._pending.append(signum)
+
+    def _on_stop(self, signum: int, _frame: object) -> None:
+        self.received.append(signum)
+        self._deliver(signum)
+
+    def _on_warning(self, signum: int, _frame: object) -> None:
+        self._deliver(signum)
+
+    def attach(self, send: Callable[[int], None]) -> None:
+        """The trial runs: pass on to it what came before and what comes after."""
+        self._send = send
+        for signum in self._pending:
+            send(signum)
+
+
+def _record_exit(sdir: str, rc: int, received: list[int]) -> None:
+    result: dict[str, Any] = {"returncode": rc, "ended": time.time()}
+    ended_by = received[0] if received else (-rc if rc < 0 else None)
+    if ended_by is not None:
+        result["signal"] = _signame(ended_by)
+        if rc != 0 and os.path.exists(os.path.join(sdir, CANCEL_MARKER)):
+            result["cancelled"] = True
+    write_json_atomic(os.path.join(sdir, EXIT), result)
+
+
+def _launch_info(cmd: list[str], carried: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "pid": os.getpid(),
+        "create_time": create_time(os.getpid()),
+        "host": socket.gethostname(),
+        "torchx_job_id": os.environ.get("TORCHX_JOB_ID"),
+        "stdout": _fd_target(1),
+        "stderr": _fd_target(2),
+        "started": time.time(),
+        "command": cmd,
+        "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),  # as placed by nasctl (None: not set)
+        **carried,
+    }
+
+
+def _run_trial(sdir: str, cmd: list[str], info: dict[str, Any], relay: _Relay) -> int:
+    """Start the trial (forked by the warm server where there is one), record it, wait for it."""
+    warm, why_cold = None, None
+    sock = os.environ.get(SOCKET_ENV)
+    if sock:
+        warm, why_cold = start_warm(sock, cmd)
+    if warm is not None:
+        child_pid, child_start = warm.pid, warm.create_time or create_time(warm.pid)
+        relay.attach(warm.signal)
+    else:
+        child = subprocess.Popen(cmd)
+        child_pid, child_start = child.pid, create_time(child.pid)
+        relay.attach(child.send_signal)
+    info.update(child_pid=child_pid, child_create_time=child_start, warm=warm is not None)
+    if why_cold:
+        info["cold_because"] = why_cold
+    write_json_atomic(os.path.join(sdir, LAUNCH), info)
+    if warm is None:
+        rc = child.wait()  # retries EINTR itself
+    else:
+        rc_or_none = warm.wait()
+        if rc_or_none is None:
+            write_json_atomic(os.path.join(sdir, EXIT), {
+                "returncode": None, "ended": time.time(),
+                "error": "the warm server ended before reporting the trial's exit status"})
+            return 1
+        rc = rc_or_none
+    _record_exit(sdir, rc, relay.received)
+    return rc if rc >= 0 else 128 - rc
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nasctl.runners.launcher")
     p.add_argument("--state-dir", required=True)
@@ -222,101 +319,18 @@ def main(argv: list[str] | None = None) -> int:
         if prepared is None:
             return 0
         carried = prepared
-
-    info: dict[str, Any] = {
-        "pid": os.getpid(),
-        "create_time": create_time(os.getpid()),
-        "host": socket.gethostname(),
-        "torchx_job_id": os.environ.get("TORCHX_JOB_ID"),
-        "stdout": _fd_target(1),
-        "stderr": _fd_target(2),
-        "started": time.time(),
-        "command": cmd,
-        "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),  # as placed by nasctl (None: not set)
-        **carried,
-    }
-    launch_path = os.path.join(sdir, LAUNCH)
-    write_json_atomic(launch_path, info)
+    info = _launch_info(cmd, carried)
+    write_json_atomic(os.path.join(sdir, LAUNCH), info)
     if kind == "restart":
         try:  # the earlier run's exit record now lives in launch.json's `restarts`
             os.unlink(os.path.join(sdir, EXIT))
         except FileNotFoundError:
             pass
-
-    # handlers first: a signal that arrives while the trial starts is delivered once it runs
-    received: list[int] = []
-    pending: list[int] = []
-    target: list[Callable[[int], None]] = []
-    # Under a Slurm job step, Slurm signals every process of the step itself (scancel, the time
-    # limit, a requeue, --signal): forwarding would deliver each signal twice, and a second SIGTERM
-    # during the trial's orderly exit would kill it (Python restores default handlers as it exits).
-    forward = "SLURM_STEP_ID" not in os.environ
-
-    def deliver(signum: int) -> None:
-        if not forward:
-            return
-        if target:
-            target[0](signum)
-        else:
-            pending.append(signum)
-
-    def on_stop(signum: int, _frame: object) -> None:
-        received.append(signum)
-        deliver(signum)
-
-    def on_warning(signum: int, _frame: object) -> None:
-        deliver(signum)
-
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, on_stop)
-    for sig in WARNING_SIGNALS:
-        signal.signal(sig, on_warning)
-
-    def record_exit(rc: int) -> None:
-        result: dict[str, Any] = {"returncode": rc, "ended": time.time()}
-        ended_by = received[0] if received else (-rc if rc < 0 else None)
-        if ended_by is not None:
-            result["signal"] = _signame(ended_by)
-            if rc != 0 and os.path.exists(os.path.join(sdir, CANCEL_MARKER)):
-                result["cancelled"] = True
-        write_json_atomic(os.path.join(sdir, EXIT), result)
-
-    if received:  # stopped before the trial started: it never runs
-        record_exit(-received[0])
-        return 128 + received[0]
-
-    send: Callable[[int], None]
-    warm, why_cold = None, None
-    sock = os.environ.get(SOCKET_ENV)
-    if sock:
-        warm, why_cold = start_warm(sock, cmd)
-    if warm is not None:
-        child_pid, child_start = warm.pid, warm.create_time or create_time(warm.pid)
-        send = warm.signal
-    else:
-        child = subprocess.Popen(cmd)
-        child_pid, child_start = child.pid, create_time(child.pid)
-        send = child.send_signal
-    target.append(send)
-    for signum in pending:
-        send(signum)
-    info.update(child_pid=child_pid, child_create_time=child_start, warm=warm is not None)
-    if why_cold:
-        info["cold_because"] = why_cold
-    write_json_atomic(launch_path, info)
-
-    if warm is not None:
-        rc_or_none = warm.wait()
-        if rc_or_none is None:
-            write_json_atomic(os.path.join(sdir, EXIT), {
-                "returncode": None, "ended": time.time(),
-                "error": "the warm server ended before reporting the trial's exit status"})
-            return 1
-        rc = rc_or_none
-    else:
-        rc = child.wait()  # retries EINTR itself
-    record_exit(rc)
-    return rc if rc >= 0 else 128 - rc
+    relay = _Relay()  # handlers first: a signal that arrives while the trial starts is delivered once it runs
+    if relay.received:  # stopped before the trial started: it never runs
+        _record_exit(sdir, -relay.received[0], relay.received)
+        return 128 + relay.received[0]
+    return _run_trial(sdir, cmd, info, relay)
 
 
 if __name__ == "__main__":
