@@ -26,7 +26,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypedDict, Union, cast
 
@@ -81,6 +81,11 @@ class Trial:
         note: its note (markdown, from the dashboard), if it has one.
         fidelity: with `optimizer.fidelity`, the value it trained to (else None).
         promoted_from: with `optimizer.fidelity`, the trial it continued, if promoted.
+        failure_class: why it ended without a result (user, infrastructure, timeout,
+            cancelled), if it did.
+        attempts: every attempt it ran, oldest first: {number, started_at, ended_at,
+            failure_class, reason, node, job} (ISO 8601 UTC times); more than one when
+            an attempt was retried (`trial.retry_on`).
     """
 
     index: int
@@ -98,6 +103,8 @@ class Trial:
     note: str | None = None
     fidelity: float | None = None
     promoted_from: int | None = None
+    failure_class: str | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Experiment:
@@ -525,6 +532,8 @@ def _trial(t: TrialRecord, spec: ExperimentSpec, front: set[int], notes: dict[in
         note=notes.get(t.index),
         fidelity=t.fidelity,
         promoted_from=t.promoted_from,
+        failure_class=t.failure_class,
+        attempts=list(row["attempts"]),
     )
 
 

@@ -12,6 +12,8 @@ write-ahead guarantees matter:
 - `after_submit`: the job runs, its handle is not yet stored.
 - `after_record_running`: the handle is stored.
 - `after_finish_trial`: a trial's result is stored, the optimizer not yet told.
+- `during_retry`: an ended attempt is stored for a retry; its job is not yet
+  cancelled, the trial not yet queued again.
 - `during_generation`: the optimizer is fitting its model.
 - `before_schema_commit`: every migration of `nasctl db upgrade` (or of the
   first-time schema creation) ran, the transaction is not yet committed.

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from nasctl.errors import BadInputError, SpecError
+from nasctl.types import FailureClass
 
 MAX_SPEC_BYTES = 1_000_000
 MAX_PARAMETERS = 200
@@ -236,6 +237,11 @@ class SourceKey:
     resolve: Callable[[TrialSpec, Path], dict[str, Any]] | None = None
 
 
+MAX_RETRIES_LIMIT = 100
+"""More retries than this is a mistake, not a policy."""
+RETRYABLE = tuple(c.value for c in FailureClass if c != FailureClass.USER)
+
+
 class TrialSpec(_Model):
     """What each trial runs: exactly one trial source (a key of `SOURCE_KEYS`),
     plus fixed arguments and resources. `code_dir` is set by `load_spec` to the
@@ -257,6 +263,25 @@ class TrialSpec(_Model):
                     "trial.search_space and trial.model, none for a script; false: always start cold",
     )
     code_dir: str | None = None
+    max_retries: int = Field(
+        default=2, ge=0, le=MAX_RETRIES_LIMIT,
+        description="how many times an attempt that ends in a class of retry_on runs again as the same trial",
+    )
+    retry_on: list[str] = Field(
+        default_factory=lambda: [FailureClass.INFRASTRUCTURE.value],
+        description="the failure classes that are retried: infrastructure, timeout, cancelled (never user)",
+    )
+
+    @field_validator("retry_on")
+    @classmethod
+    def _check_retry_on(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if name == FailureClass.USER.value:
+                raise ValueError("user failures (the trial's own code) are never retried; "
+                                 f"use any of {', '.join(RETRYABLE)}")
+            if name not in RETRYABLE:
+                raise ValueError(f"unknown failure class {name!r}; use any of {', '.join(RETRYABLE)}")
+        return list(dict.fromkeys(v))
 
     @property
     def source(self) -> str:

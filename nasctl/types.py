@@ -27,6 +27,22 @@ class TrialStatus(str, enum.Enum):
         return self not in (TrialStatus.CANDIDATE, TrialStatus.RUNNING)
 
 
+class FailureClass(str, enum.Enum):
+    """Why an attempt of a trial ended without a result.
+
+    - USER: the trial's own code (a non-zero exit, an exception, a missing or NaN objective).
+    - INFRASTRUCTURE: the machine or the scheduler (node failure, preemption, requeue,
+      a job the scheduler lost, a trial process killed by a signal nasctl did not send).
+    - TIMEOUT: `budget.trial_timeout` or the scheduler's time limit.
+    - CANCELLED: by nasctl or by a person.
+    """
+
+    USER = "user"
+    INFRASTRUCTURE = "infrastructure"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+
+
 class ExperimentStatus(str, enum.Enum):
     QUEUED = "QUEUED"  # submitted to `nasctl serve`, waiting for a free slot or free devices
     RUNNING = "RUNNING"
@@ -76,6 +92,10 @@ class TrialRecord:
     device_wait_since: datetime | None = None  # a candidate waiting for free devices, since then
     fidelity: float | None = None  # the fidelity it trains to (optimizer.fidelity), None without one
     promoted_from: int | None = None  # the trial index it continues (a promotion), None for a new configuration
+    failure_class: str | None = None  # a FailureClass value for a trial that ended without a result
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    """Every attempt started, oldest first: {number, started_at, ended_at, failure_class,
+    reason, node, job}; times as ISO-8601 UTC text; the last one may still run (ended_at None)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,12 @@ expects, for these endpoints only:
 - GET    /apis/batch.volcano.sh/v1alpha1/namespaces/NS/jobs          list them
 - GET    /apis/batch.volcano.sh/v1alpha1/namespaces/NS/jobs/NAME[/status]
 - DELETE /apis/batch.volcano.sh/v1alpha1/namespaces/NS/jobs/NAME     SIGTERM its pods, then remove it
+- GET    /api/v1/namespaces/NS/pods[?labelSelector=k=v,...]          list pods (metadata, nodeName, status)
 - GET    /api/v1/namespaces/NS/pods/POD/log[?timestamps=true]        the pod's output
+
+A test ends a pod the way the cluster would with `StandInCluster.evict` (an
+eviction, a preemption, a lost node, a deadline): the pod's process is killed and
+the pod reports that reason, as kubelet or the scheduler would set it.
 
 Every task's pod template is validated as a Pod with kubernetes-validate
 (422 if invalid), then "scheduled" by running its container's command as a
@@ -35,7 +40,9 @@ from urllib.parse import parse_qs, urlparse
 
 JOBS = re.compile(r"^/apis/batch\.volcano\.sh/v1alpha1/namespaces/([^/]+)/jobs(?:/([^/]+))?(/status)?$")
 POD_LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
+PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
 K8S_VERSION = "1.30"
+NODE = "standin-node"
 
 
 def validate_pod_template(template: dict[str, Any]) -> list[str]:
@@ -52,8 +59,14 @@ def validate_pod_template(template: dict[str, Any]) -> list[str]:
 
 
 class _Pod:
-    def __init__(self, name: str, container: dict[str, Any], log_dir: str) -> None:
-        self.name = name
+    def __init__(self, name: str, namespace: str, job: str, template: dict[str, Any], log_dir: str) -> None:
+        self.name, self.namespace, self.job = name, namespace, job
+        self.labels = {**template.get("metadata", {}).get("labels", {}), "volcano.sh/job-name": job}
+        container = template["spec"]["containers"][0]
+        self.container_name = str(container.get("name", "main"))
+        self.reason: str | None = None  # set when the cluster, not the container, ended the pod
+        self.message = ""
+        self.disruption: str | None = None
         self.log_path = os.path.join(log_dir, f"{name}.log")
         env = {**os.environ, **{e["name"]: str(e.get("value", "")) for e in container.get("env", [])}}
         cmd = [*container.get("command", []), *container.get("args", [])]
@@ -63,7 +76,38 @@ class _Pod:
 
     def phase(self) -> str:
         rc = self.proc.poll()
+        if self.reason is not None:
+            return "Failed" if rc is not None else "Running"
         return "Running" if rc is None else ("Succeeded" if rc == 0 else "Failed")
+
+    def view(self) -> dict[str, Any]:
+        """The pod as the API server returns it (the fields the runner reads)."""
+        rc = self.proc.poll()
+        state: dict[str, Any] = {"running": {"startedAt": _now()}}
+        if rc is not None:
+            state = {"terminated": {"exitCode": rc if rc >= 0 else 128 - rc,
+                                    "reason": "Completed" if rc == 0 else "Error"}}
+        status: dict[str, Any] = {"phase": self.phase(),
+                                  "containerStatuses": [{"name": self.container_name, "state": state}]}
+        if self.reason:
+            status.update(reason=self.reason, message=self.message)
+        if self.disruption:
+            status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": self.disruption,
+                                     "message": self.message}]
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels},
+                "spec": {"nodeName": NODE}, "status": status}
+
+    def kill(self, grace: float | None) -> None:
+        """Kill the pod's processes: at once (SIGKILL) with `grace` None, else SIGTERM first."""
+        if grace is not None:
+            self.terminate(grace)
+        elif self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
 
     def terminate(self, grace: float = 10.0) -> None:
         if self.proc.poll() is None:
@@ -84,6 +128,7 @@ class StandInCluster:
         self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], _Pod] = {}
         self.created: list[dict[str, Any]] = []  # every accepted Job body, for assertions
+        self.pods_forbidden = False  # True: listing pods answers 403, as RBAC without `list pods` would
         self.lock = threading.Lock()
         self.log_dir = tempfile.mkdtemp(prefix="k8s-standin-")
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -129,13 +174,27 @@ class StandInCluster:
             for task in body["spec"]["tasks"]:
                 for i in range(int(task.get("replicas", 1))):
                     pod_name = f"{name}-{task['name']}-{i}"
-                    self.pods[(ns, pod_name)] = _Pod(pod_name, task["template"]["spec"]["containers"][0], self.log_dir)
+                    self.pods[(ns, pod_name)] = _Pod(pod_name, ns, name, task["template"], self.log_dir)
                     pods.append(pod_name)
             stored = {**body, "metadata": {**body["metadata"], "namespace": ns,
                                            "creationTimestamp": _now()}, "_pods": pods}
             self.jobs[(ns, name)] = stored
             self.created.append(body)
             return 201, self._job_view(ns, name)
+
+    def evict(self, ns: str, name: str, reason: str = "Evicted",
+              message: str = "The node was low on resource: memory.", disruption: str | None = None,
+              grace: float | None = None) -> None:
+        """End the pods of Volcano Job `name` as the cluster would: kill them (SIGKILL at
+        once, or SIGTERM and `grace` seconds) and report `reason` (Evicted, Preempting,
+        NodeLost, DeadlineExceeded, ...) as their `status.reason`, or, with `disruption`
+        (e.g. PreemptionByScheduler), as a DisruptionTarget condition only. The Job then
+        fails (no Volcano policy restarts it: TorchX sets none)."""
+        with self.lock:
+            pods = [self.pods[(ns, p)] for p in self.jobs[(ns, name)]["_pods"]]
+        for pod in pods:
+            pod.reason, pod.message, pod.disruption = (reason if not disruption else ""), message, disruption
+            pod.kill(grace)
 
     def _delete(self, ns: str, name: str) -> tuple[int, dict[str, Any]]:
         with self.lock:
@@ -173,6 +232,15 @@ class StandInCluster:
                         if (ns, name) in cluster.jobs:
                             return self._send(200, cluster._job_view(ns, name))
                     return self._send(404, _status(404, "NotFound", f"jobs.batch.volcano.sh {name!r} not found"))
+                if (m := PODS.match(url.path)) and cluster.pods_forbidden:
+                    return self._send(403, _status(403, "Forbidden", "pods is forbidden: cannot list resource pods"))
+                if m:
+                    wanted = [kv.split("=", 1) for kv in parse_qs(url.query).get("labelSelector", [""])[0].split(",")
+                              if "=" in kv]
+                    with cluster.lock:
+                        items = [p.view() for (n, _), p in cluster.pods.items() if n == m.group(1)
+                                 and all(p.labels.get(k) == v for k, v in wanted)]
+                    return self._send(200, {"apiVersion": "v1", "kind": "PodList", "items": items, "metadata": {}})
                 if m := POD_LOG.match(url.path):
                     pod = cluster.pods.get((m.group(1), m.group(2)))
                     if pod is None:

@@ -92,10 +92,15 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
     placed = any(r.get("devices") for r in rows)
     if placed:
         t.add_column("devices")
+    retried = any(len(r.get("attempts") or []) > 1 for r in rows)
+    if retried:  # attempts: a trial retried after an infrastructure failure ran more than once
+        t.add_column("att.", justify="right")
     t.add_column("time", justify="right")
     t.add_column("reason", overflow="fold", max_width=50)
     for r in rows:
         devices = [("waiting" if r.get("waiting_for_devices") else ",".join(r.get("devices") or []))] if placed else []
+        attempts = [str(len(r.get("attempts") or []) or "")] if retried else []
+        cls = f"{r['failure_class']}: " if r.get("failure_class") and r["failure_reason"] else ""
         t.add_row(
             str(r["index"]),
             f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
@@ -104,8 +109,9 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
             *[fmt_cell(r["values"].get(m, "")) for m in mnames],
             *([f"#{r['promoted_from']}" if r.get("promoted_from") is not None else ""] if promoted else []),
             *devices,
+            *attempts,
             f"{r['duration_s']:.1f}s" if r["duration_s"] is not None else "",
-            escape(r["failure_reason"] or ""),
+            escape(cls + (r["failure_reason"] or "")),
         )
     console.print(t)
 
@@ -113,7 +119,8 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
 def trial_panel(d: dict[str, Any]) -> None:
     lines = [
         f"status      [{STATUS_STYLE.get(d['status'], '')}]{d['status']}[/]"
-        + (f"  ({escape(d['failure_reason'])})" if d["failure_reason"] else ""),
+        + (f"  ({escape(d['failure_class'] + ': ' if d.get('failure_class') else '')}"
+           f"{escape(d['failure_reason'])})" if d["failure_reason"] else ""),
         "parameters  " + ", ".join(f"{escape(k)}={fmt_cell(v)}" for k, v in d["parameters"].items()),
         "values      " + (", ".join(f"{escape(k)}={fmt_cell(v)}" for k, v in d["values"].items()) or "-"),
         f"method      {escape(d['generation_method'])}",
@@ -134,9 +141,21 @@ def trial_panel(d: dict[str, Any]) -> None:
     if info:
         lines.append("info        " + (", ".join(f"{escape(k)}={escape(str(v))}" for k, v in shown.items())
                                        or f"{len(info)} keys (see --json)"))
+    attempts = d.get("attempts") or []
+    if len(attempts) > 1:
+        lines.append("attempts    " + "; ".join(_attempt_text(a) for a in attempts))
     console.print(Panel("\n".join(lines), title=f"trial {d['index']}", expand=False))
     if d.get("log_tail"):
         console.print(Panel(escape(d["log_tail"]), title="log tail", expand=False))
+
+
+def _attempt_text(a: dict[str, Any]) -> str:
+    """`#1 node1 infrastructure: Slurm job 12 NODE_FAIL: ...` (`#2 running` while it runs)."""
+    where = f" {escape(str(a['node']))}" if a.get("node") else ""
+    if a.get("ended_at") is None:
+        return f"#{a['number']}{where} running"
+    how = f" {escape(str(a['failure_class']))}: {escape(str(a.get('reason') or ''))}" if a.get("failure_class") else " ok"
+    return f"#{a['number']}{where}{how}"
 
 
 def pareto_table(v: dict[str, Any]) -> None:

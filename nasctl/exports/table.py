@@ -49,7 +49,8 @@ def json_text(store: Store, data: ExportData) -> str:
 def csv_text(data: ExportData) -> str:
     """One row per trial: index, state, method, every parameter (with
     `optimizer.fidelity`, the fidelity parameter too), every metric, the Pareto
-    flag, duration, devices, failure reason and note; with `optimizer.fidelity`,
+    flag, duration, devices, failure reason and class, attempts (how many times
+    it ran) and note; with `optimizer.fidelity`,
     also the fidelity and the trial a promotion continued. Missing values are
     empty cells."""
     fid = data.spec.optimizer.fidelity
@@ -57,14 +58,16 @@ def csv_text(data: ExportData) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["index", "status", "generation_method", *pnames, *data.metrics, "pareto", "duration_s", "devices",
-                "failure_reason", "note", *(["fidelity", "promoted_from"] if fid is not None else [])])
+                "failure_reason", "failure_class", "attempts", "note",
+                *(["fidelity", "promoted_from"] if fid is not None else [])])
     for r in data.rows():
         w.writerow(
             [r["index"], r["status"], r["generation_method"]]
             + [r["parameters"].get(p, "") for p in pnames]
             + [r["values"].get(m, "") for m in data.metrics]
             + [str(r["pareto"]).lower(), r["duration_s"] if r["duration_s"] is not None else "",
-               ",".join(r["devices"] or []), r["failure_reason"] or "", r["note"] or ""]
+               ",".join(r["devices"] or []), r["failure_reason"] or "", r["failure_class"] or "",
+               len(r["attempts"]), r["note"] or ""]
             + ([r["fidelity"], "" if r["promoted_from"] is None else r["promoted_from"]] if fid is not None else [])
         )
     return buf.getvalue()
@@ -74,7 +77,8 @@ def trials_frame(data: ExportData) -> pd.DataFrame:
     """One row per trial, indexed by trial number (`trial`), with columns
     `status`, `method`, `params.<name>` for every search-space parameter,
     `metrics.<name>` for every metric, `pareto`, `started_at`, `ended_at`
-    (UTC), `duration_s`, `failure_reason` and `note`; with
+    (UTC), `duration_s`, `failure_reason`, `failure_class`, `attempts` (how
+    many times it ran) and `note`; with
     `optimizer.fidelity`, also `fidelity` and `promoted_from`. A value a trial
     does not have is missing (NaN/None)."""
     import pandas as pd
@@ -93,6 +97,8 @@ def trials_frame(data: ExportData) -> pd.DataFrame:
             "ended_at": _utc(t.ended_at),
             "duration_s": r["duration_s"],
             "failure_reason": t.failure_reason,
+            "failure_class": t.failure_class,
+            "attempts": len(r["attempts"]),
             "note": r["note"],
             "fidelity": t.fidelity,
             "promoted_from": t.promoted_from,
@@ -100,7 +106,7 @@ def trials_frame(data: ExportData) -> pd.DataFrame:
     fid = ["fidelity", "promoted_from"] if data.spec.optimizer.fidelity is not None else []
     columns = ["trial", "status", "method", *(f"params.{p}" for p in pnames),
                *(f"metrics.{m}" for m in data.metrics), "pareto", "started_at", "ended_at", "duration_s",
-               "failure_reason", "note", *fid]
+               "failure_reason", "failure_class", "attempts", "note", *fid]
     frame = pd.DataFrame(rows, columns=columns)
     for col in ("started_at", "ended_at"):
         frame[col] = pd.to_datetime(frame[col], utc=True)

@@ -1,16 +1,19 @@
-"""Multi-fidelity trials as jobs: checkpoints, resuming, and which results make the front.
+"""Checkpoints, multi-fidelity trials as jobs, and which results make the front.
 
-The script contract for `optimizer.fidelity` (docs/multifidelity.md):
+The checkpoint contract (docs/trials.md), for every trial:
 
-- the fidelity parameter (say `--epochs 9`) is passed like any other parameter:
-  it is the fidelity the trial must reach, counted from the start of training;
-- `NASCTL_CHECKPOINT_DIR` names a folder the trial should save a checkpoint
-  to when it ends (`last.ckpt` there for the built-in trainer);
-- for a promotion, `NASCTL_RESUME_FROM` names the checkpoint the promoted
-  trial left; the script loads it and trains on from there to the new
-  fidelity. Without that variable (a script that saved nothing, a lost file)
-  the trial trains from scratch to the new fidelity, which is always correct,
-  only slower.
+- `NASCTL_CHECKPOINT_DIR` names a folder the trial saves its checkpoint to,
+  during training and atomically (`last.ckpt` there is what nasctl looks for;
+  the built-in trainer saves it after every epoch);
+- `NASCTL_RESUME_FROM`, when set, names the checkpoint to resume from: the
+  trial's own, for a retry after an infrastructure failure
+  (nasctl/orchestration/attempts.py), or, for a multi-fidelity promotion, the
+  one the promoted trial left. Without it (a script that saved nothing, a lost
+  file) the trial trains from scratch, which is always correct, only slower.
+
+With `optimizer.fidelity` (docs/multifidelity.md) the fidelity parameter (say
+`--epochs 9`) is passed like any other parameter: it is the fidelity the trial
+must reach, counted from the start of training.
 """
 
 from __future__ import annotations
@@ -38,10 +41,8 @@ def checkpoint_of(trial_dir: str) -> str | None:
     return path if os.path.isfile(path) else None
 
 
-def fidelity_env(spec: ExperimentSpec, trial_dir: str, resume_from: str | None) -> dict[str, str]:
-    """The environment a trial of a multi-fidelity spec gets (nothing without `optimizer.fidelity`)."""
-    if spec.optimizer.fidelity is None:
-        return {}
+def checkpoint_env(trial_dir: str, resume_from: str | None) -> dict[str, str]:
+    """The checkpoint environment of a trial: where it saves, and what it resumes from."""
     env = {CHECKPOINT_DIR_ENV: checkpoint_dir(trial_dir)}
     if resume_from:
         env[RESUME_ENV] = resume_from

@@ -13,8 +13,8 @@ import dataclasses
 import os
 from collections.abc import Mapping
 
-from nasctl.orchestration.fidelity import fidelity_env
-from nasctl.runners.base import JobRequest
+from nasctl.orchestration.fidelity import checkpoint_env
+from nasctl.runners.base import JobRequest, attempt_suffix
 from nasctl.sources import source_of
 from nasctl.sources.base import TrialLaunch
 from nasctl.spec import ExperimentSpec
@@ -30,17 +30,20 @@ def trial_dir(work_dir: str, index: int) -> str:
 
 
 def build_request(spec: ExperimentSpec, experiment: str, work_dir: str, index: int,
-                  parameters: Mapping[str, ParamValue], resume_from: str | None = None) -> JobRequest:
+                  parameters: Mapping[str, ParamValue], resume_from: str | None = None,
+                  attempt: int = 1) -> JobRequest:
     """The job for one trial, following the trial contract: the fixed `trial.args`
     and the active parameters reach the trial as its source passes them
-    (`nasctl.sources`), NASCTL_* in the environment. With `optimizer.fidelity`,
-    the trial also gets its checkpoint folder and, for a promotion,
-    `resume_from` (nasctl/orchestration/fidelity.py)."""
+    (`nasctl.sources`), NASCTL_* in the environment, with its checkpoint folder
+    and the checkpoint to resume from, if any (a retry's own, a promotion's
+    source's: nasctl/orchestration/fidelity.py). Attempt N > 1 of a trial is a
+    job of its own, named `<job name>-aN`."""
     tdir = trial_dir(work_dir, index)
     launch = TrialLaunch(experiment, index, job_name(experiment, index), tdir,
                          {**spec.trial.args, **spec.active_parameters(dict(parameters))})
     request = source_of(spec.trial).request(spec.trial, launch)
-    return dataclasses.replace(request, env={**request.env, **fidelity_env(spec, tdir, resume_from)})
+    return dataclasses.replace(request, name=request.name + attempt_suffix(attempt), attempt=attempt,
+                               env={**request.env, **checkpoint_env(tdir, resume_from)})
 
 
 def preload_modules(spec: ExperimentSpec) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from nasctl.errors import NotFoundError, RunnerError, SpecError
 from nasctl import failpoints
+from nasctl.orchestration import attempts as attempts_mod
 from nasctl.orchestration.devices import DevicePlacer
 from nasctl.orchestration.fidelity import checkpoint_of
 from nasctl.orchestration.jobs import build_request, trial_dir
@@ -25,7 +26,7 @@ from nasctl.orchestration.ledger import TrialLedger
 from nasctl.orchestration.outcomes import Outcome, TrialOutcomes
 from nasctl.orchestration.progress import Messages
 from nasctl.orchestration.running import RunningTrial, disk_full
-from nasctl.runners.base import JobRequest, Runner
+from nasctl.runners.base import JobRequest, Runner, attempt_suffix
 from nasctl.runners.devices import visible_devices_env
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store
@@ -110,27 +111,36 @@ class TrialLauncher:
         return launched
 
     def request(self, rec: TrialRecord, note: bool = False) -> JobRequest:
-        """The job for a recorded trial, under the name it was recorded with (an
-        experiment renamed after the trial was proposed keeps finding its job).
-        A promotion continues from the checkpoint the trial it was promoted from
-        left, where there is one; otherwise it trains from scratch to its
-        fidelity (said in an event when `note`)."""
-        resume = None
-        if rec.promoted_from is not None:
-            try:
-                source = self.store.get_trial(self.exp.id, rec.promoted_from)
-            except NotFoundError:
-                source = None
-            src_dir = (source.log_dir if source is not None else None) or trial_dir(self.exp.work_dir,
-                                                                                    rec.promoted_from)
-            resume = checkpoint_of(src_dir)
-            if resume is None and note:
-                self.store.add_event(self.exp.id, "promotion",
-                                     f"trial {rec.index} trains from scratch: trial {rec.promoted_from} "
-                                     f"left no checkpoint in {src_dir}", trial_index=rec.index)
+        """The job of a recorded trial's next attempt, under the name it was recorded
+        with (an experiment renamed after the trial was proposed keeps finding its
+        job). A retry resumes the trial's own last checkpoint; a promotion (first
+        attempt, or a retry that left none) continues from the checkpoint the trial
+        it was promoted from left, where there is one; otherwise it trains from
+        scratch to its fidelity (said in an event when `note`)."""
+        attempt = attempts_mod.next_number(rec)
+        own = rec.log_dir or trial_dir(self.exp.work_dir, rec.index)
+        resume = checkpoint_of(own) if attempt > 1 else None
+        if resume is None and rec.promoted_from is not None:
+            resume = self._promotion_checkpoint(rec, note)
         request = build_request(self.spec, self.exp.name, self.exp.work_dir, rec.index, rec.parameters,
-                                resume_from=resume)
-        return dataclasses.replace(request, name=rec.job_name) if rec.job_name else request
+                                resume_from=resume, attempt=attempt)
+        if rec.job_name:
+            request = dataclasses.replace(request, name=rec.job_name + attempt_suffix(attempt))
+        return request
+
+    def _promotion_checkpoint(self, rec: TrialRecord, note: bool) -> str | None:
+        assert rec.promoted_from is not None
+        try:
+            source = self.store.get_trial(self.exp.id, rec.promoted_from)
+        except NotFoundError:
+            source = None
+        src_dir = (source.log_dir if source is not None else None) or trial_dir(self.exp.work_dir, rec.promoted_from)
+        resume = checkpoint_of(src_dir)
+        if resume is None and note:
+            self.store.add_event(self.exp.id, "promotion",
+                                 f"trial {rec.index} trains from scratch: trial {rec.promoted_from} "
+                                 f"left no checkpoint in {src_dir}", trial_index=rec.index)
+        return resume
 
     def prepare(self, rec: TrialRecord) -> Prepared | None:
         """The request and devices of the next trial, None while it waits for devices.
@@ -161,7 +171,8 @@ class TrialLauncher:
         job = self.runner.submit(prepared.request)
         failpoints.hit("after_submit")
         rec = self.store.mark_trial_running(rec.id, job.handle, self.runner.scheduler, job.metadata,
-                                            devices=prepared.devices)
+                                            devices=prepared.devices,
+                                            attempts=attempts_mod.started(rec.attempts, job, utcnow()))
         failpoints.hit("after_record_running")
         return RunningTrial.launched(rec, job, prepared.request.env["NASCTL_LOG_DIR"])
 

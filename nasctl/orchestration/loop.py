@@ -44,7 +44,7 @@ from nasctl.orchestration.running import RunningTrial, job_end, metric_values, s
 from nasctl.runners.base import Runner
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store, queries
-from nasctl.types import ExperimentRecord, ExperimentStatus, TrialRecord, TrialStatus
+from nasctl.types import ExperimentRecord, ExperimentStatus, FailureClass, TrialRecord, TrialStatus
 
 HEARTBEAT_SECONDS = 5.0
 REQUEST_POLL_SECONDS = 1.0
@@ -162,7 +162,7 @@ class Orchestrator:
         self._last_event_id = events[0].id if events else 0
         self.store.set_experiment_status(self.exp.id, ExperimentStatus.RUNNING)
         resumed = Resumer(self.store, self.exp, self.runner, self.launcher, self.ledger, self._stopper,
-                          self.owner, self.messages).resume()
+                          self.owner, self.messages, self.outcomes).resume()
         self._running, self._ready = resumed.running, deque(resumed.queued)
         self._reattached, self._saved = len(resumed.running), resumed.seconds_saved
         self.proposals.start()
@@ -237,7 +237,8 @@ class Orchestrator:
                 self.request_stop(f"stopped ({ev.reason})" if ev.reason else "stopped on request", ev.cancel)
             elif ev.trial_index is not None and ev.trial_index in self._running:
                 self.outcomes.cancel(self._running[ev.trial_index])
-                self._end_running(ev.trial_index, Outcome(TrialStatus.ABANDONED, "cancelled on request"))
+                self._end_running(ev.trial_index, Outcome(TrialStatus.ABANDONED, "cancelled on request",
+                                                          failure_class=FailureClass.CANCELLED))
             elif ev.trial_index is not None:
                 queued = next((r for r in self._ready if r.index == ev.trial_index), None)
                 if queued is not None:
@@ -262,15 +263,15 @@ class Orchestrator:
             return False
         statuses = self.runner.status([r.job for r in self._running.values()])
         changed = False
+        now = time.time()
         for index, run in list(self._running.items()):
-            end = job_end(run, statuses.get(run.job.handle))
+            end = job_end(run, statuses.get(run.job.handle), now)
             if end is None:
                 continue
             changed = True
-            if end.succeeded:
-                self._complete_or_fail(index)
-            else:
-                self._end_running(index, Outcome(TrialStatus.FAILED, end.reason))
+            outcome = self.outcomes.result(run, end.node) if end.succeeded else Outcome(
+                TrialStatus.FAILED, end.reason, failure_class=end.failure_class, node=end.node)
+            self._end_running(index, outcome)
         return changed
 
     def _read_running_metrics(self) -> None:
@@ -279,7 +280,7 @@ class Orchestrator:
                 new = run.read_new()
             except MetricsError as e:
                 self.outcomes.cancel(run)
-                self._end_running(index, Outcome(TrialStatus.FAILED, str(e)))
+                self._end_running(index, Outcome(TrialStatus.FAILED, str(e), failure_class=FailureClass.USER))
                 continue
             if new:
                 self.store.add_observations(run.trial.id, new, reader_state=run.reader_state)
@@ -318,31 +319,19 @@ class Orchestrator:
         for index, run in list(self._running.items()):
             if now - run.started > limit:
                 self.outcomes.cancel(run)
-                self._end_running(index, Outcome(TrialStatus.FAILED, f"timed out after {limit:g}s (budget.trial_timeout)"))
-
-    def _complete_or_fail(self, index: int) -> None:
-        """A job that succeeded: its last logs and values are stored with its end, in one transaction."""
-        run = self._running[index]
-        try:
-            new = run.read_new()
-        except MetricsError as e:
-            self._end_running(index, Outcome(TrialStatus.FAILED, str(e)))
-            return
-        if self._stopper is not None:
-            self._stopper.observe(index, new)
-        values, problems = metric_values(self.spec, run.summary)
-        status = TrialStatus.FAILED if problems else TrialStatus.COMPLETED
-        self._end_running(index, Outcome(status, "; ".join(problems) or None, values, observations=new,
-                                         reader_state=run.reader_state))
+                self._end_running(index, Outcome(TrialStatus.FAILED, f"timed out after {limit:g}s (budget.trial_timeout)",
+                                                 failure_class=FailureClass.TIMEOUT))
 
     # --- ending trials -----------------------------------------------------------
     def _end_running(self, index: int, outcome: Outcome) -> None:
-        self.outcomes.end_running(self._running.pop(index), outcome)
+        again = self.outcomes.end_running(self._running.pop(index), outcome)
+        if again is not None:  # retried: its next attempt starts before any new trial
+            self._ready.appendleft(again)
 
     def _cancel_running(self, why: str) -> None:
         for index, run in list(self._running.items()):
             self.outcomes.cancel(run)
-            self._end_running(index, Outcome(TrialStatus.ABANDONED, why))
+            self._end_running(index, Outcome(TrialStatus.ABANDONED, why, failure_class=FailureClass.CANCELLED))
 
     def _abandon_ready(self, why: str) -> None:
         while self._ready:

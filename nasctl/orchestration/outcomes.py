@@ -12,17 +12,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nasctl.errors import NotFoundError, RunnerError
+from nasctl.errors import MetricsError, NotFoundError, RunnerError
 from nasctl import failpoints
+from nasctl.orchestration import attempts as attempts_mod
 from nasctl.orchestration.early_stopping import EarlyStopper
+from nasctl.orchestration.fidelity import checkpoint_of
 from nasctl.orchestration.generator import CandidateGenerator
 from nasctl.orchestration.ledger import TrialLedger
 from nasctl.orchestration.progress import Messages, fmt_values
-from nasctl.orchestration.running import LOG_TAIL_LINES, RunningTrial, disk_full, read_trial_info, started_epoch
-from nasctl.runners.base import Runner
+from nasctl.orchestration.jobs import trial_dir
+from nasctl.orchestration.running import (
+    LOG_TAIL_LINES,
+    RunningTrial,
+    disk_full,
+    metric_values,
+    read_trial_info,
+    started_epoch,
+)
+from nasctl.runners.base import Runner, SubmittedJob
 from nasctl.spec import ExperimentSpec
+from nasctl.leases import utcnow
 from nasctl.store import Store
-from nasctl.types import ExperimentRecord, Observation, TrialRecord, TrialStatus
+from nasctl.types import ExperimentRecord, FailureClass, Observation, TrialRecord, TrialStatus
 
 CANCEL_IGNORED_EVENT = "cancel_ignored"
 """Event kind: a cancel request came for a trial that had already ended."""
@@ -39,6 +50,8 @@ class Outcome:
         stopped_values: an early-stopped trial's projected values, for the optimizer.
         observations: the last curves, stored in the same transaction as the end.
         reader_state: where reading its logs stopped.
+        failure_class: why an attempt failed (FAILED and ABANDONED ends).
+        node: where the attempt ran, when the scheduler says.
     """
 
     status: TrialStatus
@@ -47,6 +60,8 @@ class Outcome:
     stopped_values: dict[str, float] | None = None
     observations: Sequence[Observation] = ()
     reader_state: dict[str, Any] | None = None
+    failure_class: FailureClass | None = None
+    node: str | None = None
 
 
 class TrialOutcomes:
@@ -69,9 +84,37 @@ class TrialOutcomes:
         self.store, self.exp, self.spec, self.runner = store, experiment, spec, runner
         self.gen, self.ledger, self.stopper, self._messages = generator, ledger, stopper, messages
 
-    def end_running(self, run: RunningTrial, outcome: Outcome) -> None:
-        """A running trial ended: its log tail (unless it completed), what it wrote about
-        itself (trial_info.json) and, for a failure, whether the disk was full."""
+    def result(self, run: RunningTrial, node: str | None) -> Outcome:
+        """The outcome of a trial whose job succeeded: its last logs are read (and kept
+        to be stored with its end, in one transaction) and its values taken by the
+        spec's rules; COMPLETED, or FAILED (user) when an objective is missing or
+        not finite or the log is corrupt."""
+        try:
+            new = run.read_new()
+        except MetricsError as e:
+            return Outcome(TrialStatus.FAILED, str(e), failure_class=FailureClass.USER, node=node)
+        if self.stopper is not None:
+            self.stopper.observe(run.index, new)
+        values, problems = metric_values(self.spec, run.summary)
+        if problems:
+            return Outcome(TrialStatus.FAILED, "; ".join(problems), values, observations=new,
+                           reader_state=run.reader_state, failure_class=FailureClass.USER, node=node)
+        return Outcome(TrialStatus.COMPLETED, None, values, observations=new, reader_state=run.reader_state,
+                       node=node)
+
+    def end_running(self, run: RunningTrial, outcome: Outcome) -> TrialRecord | None:
+        """A running trial's attempt ended. A failure whose class `trial.retry_on`
+        lists, with retries left, is retried: returns the trial, queued again as
+        CANDIDATE. Otherwise the trial ends: its job is cancelled if it failed (no
+        orphan keeps a node or a GPU), then its log tail (unless it completed),
+        what it wrote about itself (trial_info.json) and, for a failure, whether
+        the disk was full are stored; returns None."""
+        if outcome.status == TrialStatus.FAILED:
+            attempts = attempts_mod.ended(run.trial.attempts, outcome.failure_class, outcome.reason, outcome.node,
+                                          utcnow())
+            if attempts_mod.may_retry(self.spec, attempts, outcome.failure_class):
+                return self.retry(run.trial, run.job, attempts)
+            self.cancel(run)
         reason = outcome.reason
         if outcome.status == TrialStatus.FAILED:
             full = disk_full(self.exp.work_dir)
@@ -81,6 +124,20 @@ class TrialOutcomes:
         if problem:
             self.store.add_event(self.exp.id, "warning", problem, trial_index=run.index)
         self.finish(run.trial, TrialStatus.RUNNING, outcome, reason=reason, log_tail=tail, info=info)
+        return None
+
+    def retry(self, trial: TrialRecord, job: SubmittedJob, attempts: list[attempts_mod.Attempt]) -> TrialRecord:
+        """Run the trial again: the ended attempt is stored first (write-ahead), its job
+        cancelled, then the trial goes back to CANDIDATE with its devices freed."""
+        self.store.set_attempts(trial.id, attempts)
+        failpoints.hit("during_retry")
+        self.cancel_job(job, trial.index)
+        resume = checkpoint_of(trial.log_dir or trial_dir(self.exp.work_dir, trial.index))
+        message = attempts_mod.retry_message(trial, attempts, resume, self.spec.trial.max_retries)
+        rec = self.store.retry_trial(trial.id, attempts, message)
+        self.ledger.move(TrialStatus.RUNNING, TrialStatus.CANDIDATE)
+        self._messages.note(message)
+        return rec
 
     def finish(self, rec: TrialRecord, was: TrialStatus, outcome: Outcome, *, reason: str | None = None,
                log_tail: str | None = None, info: dict[str, Any] | None = None) -> None:
@@ -88,8 +145,12 @@ class TrialOutcomes:
         early stopping and the optimizer."""
         status, values = outcome.status, outcome.values
         reason = reason if reason is not None else outcome.reason
+        failed = status in (TrialStatus.FAILED, TrialStatus.ABANDONED)
+        cls = outcome.failure_class if failed else None
+        attempts = attempts_mod.ended(rec.attempts, cls, reason if failed else None, outcome.node, utcnow())
         self.store.finish_trial(rec.id, status, values, reason, log_tail, info=info,
-                                observations=outcome.observations, reader_state=outcome.reader_state)
+                                observations=outcome.observations, reader_state=outcome.reader_state,
+                                failure_class=cls.value if cls else None, attempts=attempts or None)
         failpoints.hit("after_finish_trial")
         self.ledger.move(was, status)
         if self.stopper is not None:
@@ -124,7 +185,11 @@ class TrialOutcomes:
 
     def cancel(self, run: RunningTrial) -> None:
         """Cancel a trial's job; a runner error becomes a warning event (the trial ends anyway)."""
+        self.cancel_job(run.job, run.index)
+
+    def cancel_job(self, job: SubmittedJob, index: int) -> None:
+        """Cancel a job (idempotent); a runner error becomes a warning event."""
         try:
-            self.runner.cancel(run.job)
+            self.runner.cancel(job)
         except RunnerError as e:
-            self.store.add_event(self.exp.id, "warning", str(e), trial_index=run.index)
+            self.store.add_event(self.exp.id, "warning", str(e), trial_index=index)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nasctl.leases import utcnow
+from nasctl.orchestration import attempts as attempts_mod
 from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT, EarlyStopper, seconds_saved, stop_records
 from nasctl.orchestration.launch import TrialLauncher
 from nasctl.orchestration.ledger import TrialLedger
+from nasctl.orchestration.outcomes import TrialOutcomes
 from nasctl.orchestration.progress import Messages
 from nasctl.orchestration.running import RunningTrial
 from nasctl.runners.base import Runner, SubmittedJob
@@ -41,10 +44,12 @@ class Resumer:
         stopper: early stopping, fed the stored curves (None without it).
         owner: this orchestrator's lease owner id (it adopts the trials' devices).
         messages: the live display's messages.
+        outcomes: finishes a retry that was under way, and cancels ended attempts' jobs.
     """
 
     def __init__(self, store: Store, experiment: ExperimentRecord, runner: Runner, launcher: TrialLauncher,
-                 ledger: TrialLedger, stopper: EarlyStopper | None, owner: str, messages: Messages) -> None:
+                 ledger: TrialLedger, stopper: EarlyStopper | None, owner: str, messages: Messages,
+                 outcomes: TrialOutcomes) -> None:
         self.store = store
         self.exp = experiment
         self.runner = runner
@@ -53,6 +58,7 @@ class Resumer:
         self.stopper = stopper
         self.owner = owner
         self._messages = messages
+        self.outcomes = outcomes
 
     def resume(self) -> Resumed:
         out = Resumed()
@@ -64,6 +70,8 @@ class Resumer:
                     self._feed_stopper(t)
                 elif t.status == TrialStatus.EARLY_STOPPED:
                     stopped.append(t.index)
+            elif t.status == TrialStatus.RUNNING and attempts_mod.retrying(t):
+                self._finish_retry(out, t)
             elif t.status == TrialStatus.RUNNING:
                 if t.devices:
                     self.store.adopt_devices(self.exp.id, t.index, self.owner)  # the trial keeps its devices
@@ -91,8 +99,19 @@ class Resumer:
         self.stopper.observe(t.index, [o for o in obs if o.metric in wanted])
         self.stopper.complete(t.index, t.values)
 
+    def _finish_retry(self, out: Resumed, t: TrialRecord) -> None:
+        """A RUNNING trial whose last attempt had ended: the loop stopped in the middle
+        of retrying it. Its job is cancelled (again) and it is queued for its next attempt."""
+        self.ledger.move(None, TrialStatus.RUNNING)
+        job = attempts_mod.last_job(t) or SubmittedJob(t.job_handle or "", dict(t.runner_metadata))
+        out.queued.append(self.outcomes.retry(t, job, t.attempts))
+
     def _candidate(self, out: Resumed, t: TrialRecord) -> None:
-        """A recorded CANDIDATE: submitted before a crash, or not?"""
+        """A recorded CANDIDATE: submitted before a crash, or not? (A retried trial's
+        ended attempt has its job cancelled again first: cancelling is idempotent.)"""
+        last = attempts_mod.last_job(t)
+        if last is not None:
+            self.outcomes.cancel_job(last, t.index)
         request = self.launcher.request(t)
         found = self.runner.find(request)
         if found is None:
@@ -106,7 +125,8 @@ class Resumer:
             # its lease was reclaimed once its job ended; the job says where it ran
             devices = str(found.metadata["devices"]).split(",")
         t = self.store.mark_trial_running(t.id, found.handle, self.runner.scheduler, found.metadata,
-                                          devices=devices or None)
+                                          devices=devices or None,
+                                          attempts=attempts_mod.started(t.attempts, found, utcnow()))
         self._attach(out, t, found)
         self._messages.note(f"trial {t.index} was submitted before a crash: re-attached to {found.handle}")
 

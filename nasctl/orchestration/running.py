@@ -13,7 +13,7 @@ import shutil
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from nasctl.metrics import TRIAL_INFO_FILE, MetricSummary
@@ -21,7 +21,7 @@ from nasctl.metrics.tensorboard import TensorBoardReader
 from nasctl.orchestration.jobs import trial_dir
 from nasctl.runners.base import JobState, JobStatus, SubmittedJob
 from nasctl.spec import ExperimentSpec
-from nasctl.types import Observation, TrialRecord
+from nasctl.types import FailureClass, Observation, TrialRecord
 
 LOG_TAIL_LINES = 40
 """Lines of a trial's log kept with a trial that did not complete."""
@@ -29,8 +29,9 @@ MAX_TRIAL_INFO_BYTES = 64_000
 MIN_FREE_BYTES = 16 * 2**20
 """Below this much free space in the work directory, no trial is started (its logs and
 TensorBoard files would not fit) and a failed trial's reason says the disk is full."""
-LOST_AFTER_UNKNOWN_POLLS = 20
-"""A job whose state is unknown at this many polls is taken as lost."""
+LOST_AFTER_SECONDS = 600.0
+"""A job whose state has been unknown this long in a row (the scheduler answers, but
+not for it) is taken as lost: cancelled, and its attempt ended as infrastructure."""
 FAST_POLL_SECONDS = 0.05
 """Poll interval while a running trial is near its expected end."""
 DUE_FRACTION = 0.8
@@ -38,8 +39,11 @@ DUE_FRACTION = 0.8
 
 
 def started_epoch(t: TrialRecord) -> float:
-    """When a trial started (its creation if it has not), in epoch seconds, from the
-    store, so that timeouts and durations survive restarts."""
+    """When a trial's current attempt started (the trial's start, or its creation if it
+    has not started), in epoch seconds, from the store, so that timeouts and durations
+    survive restarts."""
+    if t.attempts and t.attempts[-1].get("started_at"):
+        return datetime.fromisoformat(str(t.attempts[-1]["started_at"])).timestamp()
     ts = t.started_at or t.created_at
     return ts.replace(tzinfo=timezone.utc).timestamp()
 
@@ -53,7 +57,7 @@ class RunningTrial:
     reader: TensorBoardReader
     summary: MetricSummary
     started: float  # epoch seconds (started_epoch)
-    unknown_polls: int = 0
+    unknown_since: float | None = None  # epoch seconds of the first of the polls in a row that found it unknown
 
     @classmethod
     def launched(cls, trial: TrialRecord, job: SubmittedJob, tb_dir: str) -> RunningTrial:
@@ -95,23 +99,33 @@ class JobEnd:
 
     succeeded: bool
     reason: str | None = None
+    failure_class: FailureClass | None = None
+    node: str | None = None
 
 
-def job_end(run: RunningTrial, status: JobStatus | None) -> JobEnd | None:
-    """Read one poll of a running trial's job: None while it runs (or its state is
-    unknown for fewer than LOST_AFTER_UNKNOWN_POLLS polls), else how it ended."""
+def job_end(run: RunningTrial, status: JobStatus | None, now: float) -> JobEnd | None:
+    """Read one poll of a running trial's job: None while it runs (or its state has
+    been unknown for less than LOST_AFTER_SECONDS in a row), else how it ended and,
+    for a failure, its class (the runner's; else a failed job is the trial's own
+    failure and a cancelled one a cancellation)."""
     if status is None or not status.state.is_terminal:
-        if status is not None and status.state == JobState.UNKNOWN:
-            run.unknown_polls += 1
-            if run.unknown_polls >= LOST_AFTER_UNKNOWN_POLLS:
-                return JobEnd(False, f"job {run.job.handle} was lost: {status.message}")
+        if status is None or status.state != JobState.UNKNOWN:
+            run.unknown_since = None
+            return None
+        if run.unknown_since is None:
+            run.unknown_since = now
+        if now - run.unknown_since >= LOST_AFTER_SECONDS:
+            return JobEnd(False, f"job {run.job.handle} was lost: {status.message} "
+                          f"(unknown for {now - run.unknown_since:.0f}s)", FailureClass.INFRASTRUCTURE)
         return None
     if status.state == JobState.SUCCEEDED:
-        return JobEnd(True)
+        return JobEnd(True, node=status.node)
     if status.state == JobState.CANCELLED:
-        return JobEnd(False, "job was cancelled outside nasctl")
+        return JobEnd(False, "job was cancelled outside nasctl", status.failure_class or FailureClass.CANCELLED,
+                      status.node)
     msg = (status.message or "").strip().splitlines()
-    return JobEnd(False, f"job failed{': ' + msg[-1] if msg else ''}")
+    return JobEnd(False, f"job failed{': ' + msg[-1] if msg else ''}", status.failure_class or FailureClass.USER,
+                  status.node)
 
 
 def metric_values(spec: ExperimentSpec, summary: MetricSummary) -> tuple[dict[str, float], list[str]]:

@@ -26,7 +26,7 @@ def optimizer_label(spec: ExperimentSpec) -> str:
 
 def trial_row(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
     """A trial as `nasctl trials --json` shows it: its active parameters, values,
-    state, times (ISO 8601 UTC), job handle and devices."""
+    state, times (ISO 8601 UTC), job handle, devices, failure class and attempts."""
     duration = None
     if t.started_at and t.ended_at:
         duration = round((t.ended_at - t.started_at).total_seconds(), 3)
@@ -47,7 +47,27 @@ def trial_row(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
         "waiting_for_devices": t.status == TrialStatus.CANDIDATE and t.device_wait_since is not None,
         "fidelity": t.fidelity,
         "promoted_from": t.promoted_from,
+        "failure_class": t.failure_class,
+        "attempts": attempt_rows(t),
     }
+
+
+ATTEMPT_KEYS = ("number", "started_at", "ended_at", "failure_class", "reason", "node", "job")
+
+
+def attempt_rows(t: TrialRecord) -> list[dict[str, Any]]:
+    """A trial's attempts as the API shows them: {number, started_at, ended_at,
+    failure_class, reason, node, job}, oldest first. A trial stored before attempts
+    were recorded shows one attempt from its own times; a candidate that never ran, none."""
+    if t.attempts:
+        return [{k: a.get(k) for k in ATTEMPT_KEYS} for a in t.attempts]
+    if t.started_at is None:
+        return []
+    failed = t.status in (TrialStatus.FAILED, TrialStatus.ABANDONED)
+    return [{"number": 1, "started_at": t.started_at.isoformat() + "Z",
+             "ended_at": t.ended_at.isoformat() + "Z" if t.ended_at else None,
+             "failure_class": t.failure_class if failed else None,
+             "reason": t.failure_reason if failed else None, "node": None, "job": t.job_handle}]
 
 
 def _load(store: Store, name: str) -> tuple[ExperimentRecord, ExperimentSpec, list[TrialRecord]]:

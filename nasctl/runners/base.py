@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nasctl.runners.devices import DeviceInventory
+from nasctl.types import FailureClass
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,10 @@ class JobRequest:
         cpu, mem_mb, gpu: resources per replica.
         preload: modules a local trial may be forked with, already imported
             (`trial.preload`; see nasctl/runners/warm.py). Other runners ignore it.
+        attempt: which attempt of the trial this job is (1 first; a retry after an
+            infrastructure failure is 2, 3, ...). Each attempt has its own job name
+            and state folder (`attempt_suffix`), so its logs are kept and the claim
+            guard of one attempt does not stop the next.
     """
 
     name: str
@@ -42,6 +47,12 @@ class JobRequest:
     mem_mb: int = 2000
     gpu: int = 0
     preload: tuple[str, ...] = ()
+    attempt: int = 1
+
+
+def attempt_suffix(attempt: int) -> str:
+    """What an attempt adds to its job's name and state folder: nothing for the first, `-aN` after."""
+    return "" if attempt <= 1 else f"-a{attempt}"
 
 
 class JobState(str, enum.Enum):
@@ -59,9 +70,22 @@ class JobState(str, enum.Enum):
 
 @dataclass(frozen=True)
 class JobStatus:
+    """One poll's answer for one job.
+
+    Attributes:
+        state: where the job is.
+        message: what the scheduler said (why it waits, why it failed).
+        exit_code: the job's exit code where known.
+        failure_class: for FAILED and CANCELLED, why (`FailureClass`); None lets the
+            loop take FAILED as the trial's own failure and CANCELLED as a cancellation.
+        node: the host the job runs or ran on, where the scheduler says.
+    """
+
     state: JobState
     message: str | None = None
     exit_code: int | None = None
+    failure_class: FailureClass | None = None
+    node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +106,14 @@ class Runner(abc.ABC):
       metadata are JSON-serialisable. It raises `RunnerError` if nothing started.
     - `status` takes many jobs at once (one scheduler query per poll where the
       backend allows), never raises for a single unknown job (it reports
-      UNKNOWN), and is side-effect free.
+      UNKNOWN), and is side-effect free. A FAILED or CANCELLED job carries its
+      `FailureClass` (the runner maps its scheduler's states: node failures,
+      preemptions and evictions are INFRASTRUCTURE, time limits TIMEOUT, a
+      cancellation nasctl or a person asked for CANCELLED, the trial's own
+      non-zero exit USER; a process killed by a signal nasctl did not send is
+      INFRASTRUCTURE). A job whose own exit record says it exited 0 is
+      SUCCEEDED, whatever the scheduler's final state (a time limit reached
+      just after the trial finished).
     - `cancel` is idempotent: cancelling a finished job is not an error.
     - `log_tail` returns the last lines of the job's output ("" if none).
     - `find` returns the job already launched for a request (same deterministic

@@ -15,6 +15,10 @@ trials do not outlive the orchestrator. Each trial leaves `inprocess.json` (its
 outcome) in its directory, so a later process reports finished trials
 correctly; a trial that was still running when its orchestrator exited is
 reported FAILED, and counts as a failure on resume.
+
+Failure classes: an exception raised by the function is USER, a cancelled call
+CANCELLED; a trial whose orchestrator exited before it ended, or whose outcome
+could not be written, is INFRASTRUCTURE.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from nasctl.errors import BadInputError, RunnerError, SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob
 from nasctl.runners.launcher import read_json, write_json_atomic
 from nasctl.search_spaces.function import FUNCTION_ENTRY_MODULE, parse_args, run_function
+from nasctl.types import FailureClass
 
 OUTCOME = "inprocess.json"
 DEFAULT_WORKERS = 4
@@ -118,21 +123,23 @@ class InProcessRunner(Runner):
 
     def _one_status(self, job: SubmittedJob) -> JobStatus:
         if job.handle in self._cancelled:
-            return JobStatus(JobState.CANCELLED, "cancelled")
+            return JobStatus(JobState.CANCELLED, "cancelled", failure_class=FailureClass.CANCELLED)
         trial_dir = job.metadata.get("trial_dir")
         outcome = read_json(_outcome_path(trial_dir)) if trial_dir else None
         if outcome is not None:
             if outcome.get("ok"):
                 return JobStatus(JobState.SUCCEEDED, None, 0)
-            return JobStatus(JobState.FAILED, str(outcome.get("error")), 1)
+            return JobStatus(JobState.FAILED, str(outcome.get("error")), 1, FailureClass.USER)
         entry = self._jobs.get(job.handle)
         if entry is None and not trial_dir:
             return JobStatus(JobState.UNKNOWN, f"no in-process trial {job.handle} in this process")
         if entry is None:
-            return JobStatus(JobState.FAILED, "the orchestrator that ran this in-process trial exited before it ended")
+            return JobStatus(JobState.FAILED, "the orchestrator that ran this in-process trial exited before it ended",
+                             failure_class=FailureClass.INFRASTRUCTURE)
         future, _ = entry
         if future.done() and future.exception() is not None:  # could not even record its outcome
-            return JobStatus(JobState.FAILED, f"{type(future.exception()).__name__}: {future.exception()}")
+            return JobStatus(JobState.FAILED, f"{type(future.exception()).__name__}: {future.exception()}",
+                             failure_class=FailureClass.INFRASTRUCTURE)
         return JobStatus(JobState.RUNNING if future.running() else JobState.PENDING)
 
     def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:

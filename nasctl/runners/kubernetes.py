@@ -19,6 +19,14 @@ Status: one `list` of the namespace's Volcano Jobs answers for every job of a
 poll. A Job that is gone (TorchX cancels by deleting it) is answered from the
 launcher's exit record on the shared volume. Logs come from the pod log API.
 
+Failure classes: for a Failed Job, one `list` of the namespace's TorchX pods says
+why (`pod_status`): a pod evicted, preempted, deleted by the taint manager or lost
+with its node is INFRASTRUCTURE, one past its `activeDeadlineSeconds`
+(DeadlineExceeded) TIMEOUT; either wins over the trial's exit record (the SIGTERM
+the pod got says nothing more). Otherwise the launcher's exit record decides, as on
+the local runner (`nasctl.runners.outcome`), then the container's exit (USER). An
+aborted Job, or one nasctl deleted, is CANCELLED.
+
 Runner options (`runner.cfg`):
 
 - TorchX's kubernetes run options: `queue` (required), `namespace`
@@ -33,6 +41,7 @@ Runner options (`runner.cfg`):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -43,16 +52,25 @@ from typing import Any
 
 from nasctl.errors import RunnerError, SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
-from nasctl.runners.launcher import EXIT, LAUNCH, read_json, write_json_atomic
+from nasctl.runners.launcher import CANCEL_MARKER, EXIT, LAUNCH, mark_cancel, read_json
 from nasctl.runners.local import ROLE, state_dir, to_appdef
+from nasctl.runners.outcome import record_status, settle
 from nasctl.runners.torchx_options import split_cfg
+from nasctl.types import FailureClass
 
 SCHEDULER = "kubernetes"
 GROUP, VERSION, PLURAL = "batch.volcano.sh", "v1alpha1", "jobs"
 START_GRACE_SECONDS = 120.0
 STDOUT, STDERR = "stdout.log", "stderr.log"
-CANCELLED = "cancelled.json"  # written to the shared volume when nasctl deletes a job
+CANCELLED = CANCEL_MARKER  # written to the shared volume before nasctl deletes a job
 APP_NAME_LABEL = "torchx.pytorch.org/app-name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"  # TorchX's label: the Volcano Job's name
+TORCHX_PODS = "app.kubernetes.io/managed-by=torchx.pytorch.org"
+INFRASTRUCTURE_POD_REASONS = {"Evicted", "Preempting", "DeletionByTaintManager", "NodeLost", "Shutdown",
+                              "NodeShutdown", "Terminated", "UnexpectedAdmissionError"}
+"""A pod's `status.reason` when the cluster, not the trial, ended it (eviction, preemption,
+a NoExecute taint, a lost node, a node shut down, kubelet refusing it)."""
+TIMEOUT_POD_REASONS = {"DeadlineExceeded"}
 OWN_OPTIONS = {"image", "log_volume_claim", "log_mount_path", "python", "api_server"}
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT[0-9:.]+Z ")  # pod logs are read with timestamps=True
 CLUSTER_HINT = "check runner.cfg.api_server or your kubeconfig, and that Volcano is installed"
@@ -99,14 +117,45 @@ def _status_from_files(sdir: str | None) -> JobStatus | None:
     done = read_json(os.path.join(sdir, EXIT)) if sdir else None
     if done is None:
         if sdir and read_json(os.path.join(sdir, CANCELLED)) is not None:
-            return JobStatus(JobState.CANCELLED, "the Volcano job was deleted before the trial recorded an exit")
+            return JobStatus(JobState.CANCELLED, "the Volcano job was deleted before the trial recorded an exit",
+                             failure_class=FailureClass.CANCELLED)
         return None
-    rc = done.get("returncode")
-    if done.get("cancelled"):
-        return JobStatus(JobState.CANCELLED, f"cancelled ({done.get('signal')})", rc)
-    if rc == 0:
-        return JobStatus(JobState.SUCCEEDED, None, 0)
-    return JobStatus(JobState.FAILED, f"killed by {done['signal']}" if done.get("signal") else f"exit code {rc}", rc)
+    return record_status(done)
+
+
+def pod_status(pod: Mapping[str, Any]) -> JobStatus | None:
+    """Why a pod failed, as a FAILED status with its class; None for a pod that has not failed.
+
+    - `status.reason` Evicted, Preempting, DeletionByTaintManager, NodeLost, ... or a
+      `DisruptionTarget` condition (preemption, eviction API, taint manager, pod GC,
+      kubelet): INFRASTRUCTURE.
+    - `status.reason` DeadlineExceeded (`activeDeadlineSeconds`): TIMEOUT.
+    - a container that terminated with a non-zero exit code (OOMKilled included: the
+      trial went past its own memory limit): USER.
+    """
+    status = pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName") or None
+    name = (pod.get("metadata") or {}).get("name", "?")
+    reason, message = str(status.get("reason") or ""), str(status.get("message") or "")
+    said = f"pod {name}: {reason}" + (f" ({message})" if message else "")
+    if reason in TIMEOUT_POD_REASONS:
+        return JobStatus(JobState.FAILED, said, None, FailureClass.TIMEOUT, node)
+    disrupted = [c for c in status.get("conditions") or []
+                 if c.get("type") == "DisruptionTarget" and str(c.get("status")) == "True"]
+    if reason in INFRASTRUCTURE_POD_REASONS or disrupted:
+        if not reason:
+            said = f"pod {name}: {disrupted[0].get('reason')} ({disrupted[0].get('message') or 'disrupted'})"
+        return JobStatus(JobState.FAILED, said, None, FailureClass.INFRASTRUCTURE, node)
+    for container in status.get("containerStatuses") or []:
+        ended = (container.get("state") or {}).get("terminated") or {}
+        code = ended.get("exitCode")
+        if isinstance(code, int) and code != 0:
+            why = f" ({ended['reason']})" if ended.get("reason") else ""
+            return JobStatus(JobState.FAILED, f"pod {name}: container exited with code {code}{why}", code,
+                             FailureClass.USER, node)
+    if status.get("phase") == "Failed":
+        return JobStatus(JobState.FAILED, said if reason else f"pod {name} failed", None, FailureClass.USER, node)
+    return None
 
 
 class KubernetesRunner(Runner):
@@ -231,7 +280,41 @@ class KubernetesRunner(Runner):
                                     {**self._metadata(request), "reattached": True})
         return None
 
-    def _one(self, job: SubmittedJob, listed: Mapping[str, Mapping[str, dict[str, Any]]]) -> JobStatus:
+    def _pods(self, namespace: str) -> dict[str, dict[str, Any]] | str:
+        """The namespace's TorchX pods by Volcano Job name (one pod per trial job), or why
+        they could not be listed (say RBAC allows reading pod logs but not listing pods):
+        a failed Job is then judged by its exit record alone, and its message says so."""
+        from kubernetes import client
+
+        api = client.CoreV1Api(self.torchx._scheduler(SCHEDULER)._api_client())  # noqa: SLF001
+        try:
+            resp = api.list_namespaced_pod(namespace, label_selector=TORCHX_PODS, _preload_content=False)
+            items = json.loads(resp.data).get("items", [])
+        except Exception as e:  # ApiException, connection errors, a body that is not JSON
+            return f"could not list pods in namespace {namespace}: {e}"
+        by_job: dict[str, dict[str, Any]] = {}
+        for pod in items:
+            job = ((pod.get("metadata") or {}).get("labels") or {}).get(INSTANCE_LABEL)
+            if job:
+                by_job[str(job)] = pod
+        return by_job
+
+    def _failed(self, job: SubmittedJob, name: str, phase: str,
+                pods: Mapping[str, dict[str, Any]] | str) -> JobStatus:
+        """A Failed or Terminated Volcano Job: the pod's reason, then the exit record, then the container."""
+        sdir = job.metadata.get("state_dir")
+        record = read_json(os.path.join(sdir, EXIT)) if sdir else None
+        pod = pods.get(name) if not isinstance(pods, str) else None
+        from_pod = pod_status(pod) if pod is not None else None
+        if from_pod is None:
+            from_pod = JobStatus(JobState.FAILED, f"Volcano job {name} is {phase} and the trial recorded no exit"
+                                 + (f" ({pods})" if isinstance(pods, str) else ""),
+                                 failure_class=FailureClass.INFRASTRUCTURE)
+            return record_status(record) if record is not None else from_pod
+        return settle(from_pod, record)
+
+    def _one(self, job: SubmittedJob, listed: Mapping[str, Mapping[str, dict[str, Any]]],
+             pods: Mapping[str, Mapping[str, dict[str, Any]] | str]) -> JobStatus:
         parsed = parse_handle(job.handle)
         if parsed is None:
             return JobStatus(JobState.UNKNOWN, f"{job.handle} is not a kubernetes job handle")
@@ -252,17 +335,24 @@ class KubernetesRunner(Runner):
             owner = launch_handle(sdir, namespace)
             if owner is not None and owner != job.handle:
                 # a duplicate submission whose launcher found the trial claimed: report the real run
-                return self._one(SubmittedJob(owner, job.metadata), listed)
-            return _status_from_files(sdir) or JobStatus(JobState.FAILED, f"Volcano job {name} is {phase}")
+                return self._one(SubmittedJob(owner, job.metadata), listed, pods)
+            return self._failed(job, name, phase, pods.get(namespace, {}))
         if state == JobState.SUCCEEDED:
             return JobStatus(JobState.SUCCEEDED, None, 0)
+        if state == JobState.CANCELLED:
+            return JobStatus(state, f"Volcano job {name} is {phase}", failure_class=FailureClass.CANCELLED)
         return JobStatus(state, None if state != JobState.UNKNOWN else f"Volcano job {name} is in phase {phase!r}")
 
     def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
-        """One list call per namespace (normally one) answers for all jobs."""
+        """One list call per namespace (normally one) answers for all jobs, plus one list
+        of pods in a namespace where a Job failed (to say why)."""
         namespaces = {p[0] for p in (parse_handle(j.handle) for j in jobs) if p}
         listed = {ns: self._list(ns) for ns in sorted(namespaces)}
-        return {job.handle: self._one(job, listed) for job in jobs}
+        failing = sorted(ns for ns, items in listed.items()
+                         if any(PHASES.get(str(i.get("status", {}).get("state", {}).get("phase"))) == JobState.FAILED
+                                for i in items.values()))
+        pods = {ns: self._pods(ns) for ns in failing}
+        return {job.handle: self._one(job, listed, pods) for job in jobs}
 
     def cancel(self, job: SubmittedJob) -> None:
         """Delete the Volcano Job (what `torchx cancel` does); a missing one is not an error."""
@@ -270,14 +360,15 @@ class KubernetesRunner(Runner):
             return
         from kubernetes.client.rest import ApiException
 
+        # before the delete: the launcher then records the SIGTERM its pod gets as nasctl's cancellation
+        marker = mark_cancel(job.metadata.get("state_dir"), job.handle)
         try:
             self.torchx.cancel(job.handle)
         except ApiException as e:
             if e.status != 404:
+                if marker:
+                    os.unlink(marker)
                 raise RunnerError(f"could not cancel {job.handle}: {e.reason}", CLUSTER_HINT) from e
-        sdir = job.metadata.get("state_dir")
-        if sdir and os.path.isdir(sdir):
-            write_json_atomic(os.path.join(sdir, CANCELLED), {"handle": job.handle, "time": time.time()})
 
     def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
         """The end of the trial's stderr and stdout on the shared volume, else of the pod's log."""
@@ -307,4 +398,4 @@ def create_runner(cfg: Mapping[str, Any] | None = None) -> KubernetesRunner:
     return KubernetesRunner(cfg)
 
 
-__all__ = ["KubernetesRunner", "create_runner", "parse_handle"]
+__all__ = ["KubernetesRunner", "create_runner", "parse_handle", "pod_status"]

@@ -8,6 +8,13 @@ in `<trial_dir>/job/` (claim, pid and start time, exit status), and this runner
 answers status, cancel, logs and find from those files. Any process that can
 read the trial directory can therefore poll or cancel the job. Job output goes
 to the trial's directory, never to a temporary directory.
+
+Failure classes (`JobStatus.failure_class`): a non-zero exit of the trial is
+USER, and so is a crash signal it raised itself (SIGSEGV, SIGABRT, ...). A trial
+or launcher ended by any other signal nasctl did not send (a SIGTERM or SIGKILL
+from someone else, the kernel's OOM killer), and a launcher that is gone without
+an exit record, are INFRASTRUCTURE. `cancel` writes the launcher's cancel marker
+before it signals, so a job it ends is CANCELLED.
 """
 
 from __future__ import annotations
@@ -25,9 +32,12 @@ from typing import Any
 
 from nasctl.errors import RunnerError, SpecError
 from nasctl.runners import warm
-from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
+from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, attempt_suffix, tail_file
 from nasctl.runners.devices import DeviceInventory, check_device_cfg, check_gpu_request, resolve_inventory
-from nasctl.runners.launcher import CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, read_json
+from nasctl.runners.launcher import (CANCEL_MARKER, CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, mark_cancel, read_claim,
+                                     read_json)
+from nasctl.runners.outcome import record_status
+from nasctl.types import FailureClass
 
 ROLE = "trial"
 _ALLOWED_CFG = {"prepend_cwd", "auto_set_cuda_visible_devices"}
@@ -59,7 +69,8 @@ def to_appdef(request: JobRequest, image: str, entrypoint: str, args: list[str])
 
 
 def state_dir(request: JobRequest) -> str:
-    return os.path.join(request.trial_dir, "job")
+    """Where the job of one attempt keeps its claim, launch and exit records and its logs."""
+    return os.path.join(request.trial_dir, "job" + attempt_suffix(request.attempt))
 
 
 def _alive(pid: Any, create_time: Any) -> bool:
@@ -80,12 +91,11 @@ def _alive(pid: Any, create_time: Any) -> bool:
 def _claimant(sdir: str) -> int | None:
     """The pid of the launcher that claimed the trial in `sdir`: None without a
     claim, 0 while the claim is still empty (created, pid not yet written)."""
-    try:
-        with open(os.path.join(sdir, CLAIM), encoding="utf-8") as f:
-            text = f.read().strip()
-    except OSError:
+    claimed = read_claim(sdir)
+    if claimed is None:
         return None
-    return int(text) if text.isdigit() else 0
+    pid = claimed.get("pid")
+    return pid if isinstance(pid, int) else 0
 
 
 class LocalRunner(Runner):
@@ -166,7 +176,7 @@ class LocalRunner(Runner):
         return self._runner
 
     def _dryrun_info(self, request: JobRequest, env: Mapping[str, str] | None = None) -> Any:
-        cfg = {**self.cfg, "log_dir": os.path.join(request.trial_dir, "job")}
+        cfg = {**self.cfg, "log_dir": state_dir(request)}
         args = ["-m", "nasctl.runners.launcher", "--state-dir", state_dir(request), "--", *self._command(request)]
         if env:
             request = dataclasses.replace(request, env={**request.env, **env})
@@ -254,27 +264,25 @@ class LocalRunner(Runner):
             return JobStatus(JobState.UNKNOWN, "no state directory recorded for this job")
         known = self._reap(job)
         done = read_json(os.path.join(sdir, EXIT))
-        if done is not None:
-            rc = done.get("returncode")
-            if done.get("error"):
-                return JobStatus(JobState.FAILED, str(done["error"]), rc)
-            if done.get("cancelled"):
-                return JobStatus(JobState.CANCELLED, f"cancelled ({done.get('signal')})", rc)
-            if rc == 0:
-                return JobStatus(JobState.SUCCEEDED, None, 0)
-            why = f"killed by {done['signal']}" if done.get("signal") else f"exit code {rc}"
-            return JobStatus(JobState.FAILED, why, rc)
         launch = read_json(os.path.join(sdir, LAUNCH))
+        node = str(launch["host"]) if launch and launch.get("host") else None
+        if done is not None:
+            return record_status(done, node)
+        cancelled = os.path.exists(os.path.join(sdir, CANCEL_MARKER))
         if launch is not None:
             if _alive(launch.get("pid"), launch.get("create_time")):
-                return JobStatus(JobState.RUNNING)
+                return JobStatus(JobState.RUNNING, node=node)
             if _alive(launch.get("child_pid"), launch.get("child_create_time")):
-                return JobStatus(JobState.RUNNING, "launcher gone, training process still running")
+                return JobStatus(JobState.RUNNING, "launcher gone, training process still running", node=node)
             # exit.json may land between the two reads above
             if read_json(os.path.join(sdir, EXIT)) is not None:
                 return self._one_status(job)
+            if cancelled:
+                return JobStatus(JobState.CANCELLED, "cancelled; the trial's processes ended without recording "
+                                                     "an exit status", failure_class=FailureClass.CANCELLED, node=node)
             return JobStatus(JobState.FAILED, "the trial's processes ended without recording an exit status "
-                                              "(killed with SIGKILL, or the machine restarted)")
+                                              "(killed with SIGKILL, or the machine restarted)",
+                             failure_class=FailureClass.INFRASTRUCTURE, node=node)
         age = time.time() - float(job.metadata.get("submitted") or 0)
         claimant = _claimant(sdir)
         if claimant is not None and (_alive(claimant, None) or (claimant == 0 and age < START_GRACE_SECONDS)):
@@ -286,18 +294,28 @@ class LocalRunner(Runner):
             if known.state == JobState.RUNNING:
                 return JobStatus(JobState.PENDING)
             # ended before the launcher recorded anything (cancelled early, or python failed to start)
-            return JobStatus(known.state if known.state != JobState.SUCCEEDED else JobState.FAILED,
-                             known.message or "the job ended before the trial started")
+            if cancelled or known.state == JobState.CANCELLED:
+                return JobStatus(JobState.CANCELLED, known.message or "cancelled before the trial started",
+                                 failure_class=FailureClass.CANCELLED)
+            return JobStatus(JobState.FAILED, known.message or "the job ended before the trial started",
+                             failure_class=FailureClass.INFRASTRUCTURE)
+        if cancelled:
+            return JobStatus(JobState.CANCELLED, "cancelled before the trial started",
+                             failure_class=FailureClass.CANCELLED)
         if age < START_GRACE_SECONDS:
             return JobStatus(JobState.PENDING)
-        return JobStatus(JobState.FAILED, f"the job never started within {START_GRACE_SECONDS:.0f}s of submission")
+        return JobStatus(JobState.FAILED, f"the job never started within {START_GRACE_SECONDS:.0f}s of submission",
+                         failure_class=FailureClass.INFRASTRUCTURE)
 
     def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
         return {job.handle: self._one_status(job) for job in jobs}
 
     def cancel(self, job: SubmittedJob) -> None:
+        """SIGTERM the job's processes, after writing the cancel marker that tells its
+        launcher the signal is nasctl's (see launcher.CANCEL_MARKER)."""
         sdir = job.metadata.get("state_dir")
         launch = read_json(os.path.join(sdir, LAUNCH)) if sdir else None
+        mark_cancel(sdir, job.handle)
         try:
             if launch and _alive(launch.get("pid"), launch.get("create_time")):
                 # the launcher leads its own session: signal the whole group

@@ -24,13 +24,28 @@ Runner options (`runner.cfg`): TorchX's slurm run options (`partition`,
 refused: nasctl places each job in its trial directory), defaults for them from
 `.torchxconfig`, and `nproc_per_node` (default 1): run the trial under
 `torch.distributed.run --standalone` with that many processes, as TorchX's
-`dist.ddp` component does on one node. Resources come from `trial.resources`:
-`--cpus-per-task` = cpu x nproc_per_node, `--mem` = mem_mb, `--gpus-per-task` = gpu.
+`dist.ddp` component does on one node; and `signal` (e.g. `USR1@120`): sbatch
+`--signal`, so that Slurm warns the trial that many seconds before its time limit
+(the launcher passes the warning on to the training process). Resources come from
+`trial.resources`: `--cpus-per-task` = cpu x nproc_per_node, `--mem` = mem_mb,
+`--gpus-per-task` = gpu.
+
+Requeues. TorchX submits with `--requeue`, so Slurm runs a job again under the
+same job id after a node failure or a preemption (or `scontrol requeue`). The
+launcher's claim names the job, so the restarted job is let through (a second
+submission of the trial is still refused) and resumes from the trial's
+`last.ckpt`. Both sbatch and srun open their output with `--open-mode=append`:
+the first run's output is kept. While Slurm holds a requeued job it is PENDING:
+the same attempt continues.
+
+Failure classes: see `map_state`. A job whose launcher recorded the trial's exit 0
+is SUCCEEDED whatever Slurm's final state (`nasctl.runners.outcome.settle`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,9 +56,11 @@ from typing import Any
 
 from nasctl.errors import RunnerError, SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
-from nasctl.runners.launcher import DUPLICATE_EXIT, LAUNCH, read_json
+from nasctl.runners.launcher import DUPLICATE_EXIT, EXIT, LAUNCH, mark_cancel, read_json
 from nasctl.runners.local import state_dir, to_appdef
+from nasctl.runners.outcome import settle
 from nasctl.runners.torchx_options import split_cfg
+from nasctl.types import FailureClass
 
 SCHEDULER = "slurm"
 SESSION = "torchx"
@@ -63,6 +80,20 @@ FAILED_REASONS = {
     "PREEMPTED": "the job was preempted",
     "REVOKED": "the job was revoked by a federated sibling",
 }
+FAILURE_CLASSES = {
+    "FAILED": FailureClass.USER,
+    # The job went past the memory it asked for (trial.resources.mem_mb): the trial's
+    # own demand, which a retry on another node would meet again.
+    "OUT_OF_MEMORY": FailureClass.USER,
+    "TIMEOUT": FailureClass.TIMEOUT,
+    "DEADLINE": FailureClass.TIMEOUT,
+    "NODE_FAIL": FailureClass.INFRASTRUCTURE,
+    "BOOT_FAIL": FailureClass.INFRASTRUCTURE,
+    "PREEMPTED": FailureClass.INFRASTRUCTURE,
+    "REVOKED": FailureClass.INFRASTRUCTURE,
+}
+"""The `FailureClass` of each Slurm state that ends a job without a result (CANCELLED is CANCELLED)."""
+SIGNAL_OPTION = re.compile(r"(R:)?(SIG)?(USR1|USR2)(@([0-9]{1,5}))?")
 
 
 @dataclass(frozen=True)
@@ -74,27 +105,56 @@ class SlurmRecord:
     state: str
     exit_code: int | None
     reason: str
+    node: str = ""
 
 
 def map_state(record: SlurmRecord) -> JobStatus:
     """A Slurm job state (as sacct/squeue print it, e.g. `CANCELLED by 0`) as a `JobStatus`.
 
-    Every Slurm 22.05 state is mapped; an unrecognised one is UNKNOWN.
+    Every Slurm 22.05 state is mapped; an unrecognised one is UNKNOWN. A job that
+    ended without a result carries its class (`FAILURE_CLASSES`; CANCELLED, by nasctl
+    or by anyone, is CANCELLED). A requeued job (REQUEUED, REQUEUE_HOLD, ...) is
+    PENDING: Slurm runs it again under the same job id, so the attempt goes on.
     """
     base = record.state.split()[0] if record.state else ""
+    node = record.node if record.node and record.node not in ("None", "None assigned", "(null)") else None
     if base in PENDING_STATES:
         return JobStatus(JobState.PENDING, None if record.reason in ("", "None") else record.reason)
     if base in RUNNING_STATES:
-        return JobStatus(JobState.RUNNING)
+        return JobStatus(JobState.RUNNING, node=node)
     if base == "COMPLETED":
-        return JobStatus(JobState.SUCCEEDED, None, record.exit_code)
+        return JobStatus(JobState.SUCCEEDED, None, record.exit_code, node=node)
     if base == "CANCELLED":
-        return JobStatus(JobState.CANCELLED, f"Slurm job {record.job_id}: {record.state}", record.exit_code)
+        return JobStatus(JobState.CANCELLED, f"Slurm job {record.job_id}: {record.state}", record.exit_code,
+                         FailureClass.CANCELLED, node)
     if base in FAILED_REASONS:
         code = f" (exit code {record.exit_code})" if base == "FAILED" and record.exit_code is not None else ""
         return JobStatus(JobState.FAILED, f"Slurm job {record.job_id} {base}: {FAILED_REASONS[base]}{code}",
-                         record.exit_code)
+                         record.exit_code, FAILURE_CLASSES[base], node)
     return JobStatus(JobState.UNKNOWN, f"Slurm job {record.job_id} is in state {record.state!r}")
+
+
+def check_signal(value: object) -> str:
+    """`runner.cfg.signal` as sbatch's `--signal` value (`USR1@120`: SIGUSR1 120 s before
+    the time limit).
+
+    Only SIGUSR1 and SIGUSR2 are taken: the launcher passes them on to the trial, while
+    any other signal would end the launcher itself. `B:` (signal only the batch
+    shell) is refused: TorchX's batch script does not trap it and would die.
+
+    Raises:
+        SpecError: anything else.
+    """
+    text = str(value).strip().upper() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    if text.startswith("B:"):
+        raise SpecError(f"runner.cfg.signal {value!r} would signal only the batch shell, which TorchX's script "
+                        "does not trap (the job would end)", f"drop the B: prefix: {str(value)[2:]}")
+    m = SIGNAL_OPTION.fullmatch(text)
+    if m is None or "\n" in str(value) or (m.group(5) is not None and int(m.group(5)) > 65535):
+        raise SpecError(f"runner.cfg.signal must be like USR1@120 (USR1 or USR2, then @ and seconds before the "
+                        f"time limit, 0-65535), got {value!r}",
+                        "e.g. signal: USR1@120 warns the trial two minutes before runner.cfg.time runs out")
+    return f"{m.group(1) or ''}{m.group(3)}{m.group(4) or ''}"
 
 
 def _exit_code(text: str) -> int | None:
@@ -121,26 +181,42 @@ def query_jobs(job_ids: Sequence[str]) -> dict[str, SlurmRecord]:
         return {}
     ids = ",".join(sorted(set(job_ids)))
     p = _run(["sacct", "-X", "--parsable2", "--noheader", "-j", ids,
-              "--format=JobIDRaw,JobName,State,ExitCode,Reason"])
+              "--format=JobIDRaw,JobName,State,ExitCode,NodeList,Reason"])
     found: dict[str, SlurmRecord] = {}
     for line in p.stdout.splitlines() if p.returncode == 0 else []:
         parts = line.split("|")
-        if len(parts) < 5:
+        if len(parts) < 6:
             continue
         jid = parts[0].split("+")[0]
-        found[jid] = SlurmRecord(jid, parts[1], parts[2], _exit_code(parts[3]), parts[4])
+        found[jid] = SlurmRecord(jid, parts[1], parts[2], _exit_code(parts[3]), "|".join(parts[5:]), parts[4])
     missing = sorted(set(job_ids) - set(found))
     if missing:
         # the controller still knows recent jobs (MinJobAge), also while slurmdbd is down
-        q = _run(["squeue", "-h", "-t", "all", "-j", ",".join(missing), "-o", "%i|%j|%T|%r"])
+        q = _run(["squeue", "-h", "-t", "all", "-j", ",".join(missing), "-o", "%i|%j|%T|%N|%r"])
         if q.returncode != 0 and p.returncode != 0:
             raise RunnerError(f"sacct and squeue failed: {p.stderr.strip()}; {q.stderr.strip()}", CLUSTER_HINT)
         for line in q.stdout.splitlines() if q.returncode == 0 else []:
             parts = line.split("|")
-            if len(parts) == 4:
+            if len(parts) >= 5:
                 jid = parts[0].split("+")[0]
-                found[jid] = SlurmRecord(jid, parts[1], parts[2], None, parts[3])
+                found[jid] = SlurmRecord(jid, parts[1], parts[2], None, "|".join(parts[4:]), parts[3])
     return found
+
+
+def _still_completing(jobs: Mapping[str, str]) -> dict[str, str]:
+    """Of `jobs` (handle -> Slurm job id), those whose processes Slurm is still ending.
+
+    Accounting gives a job its final state (TIMEOUT, CANCELLED, ...) as soon as
+    Slurm decides to end it, while the trial may still be exiting, and may be about
+    to record exit 0 (`settle`). The controller shows such a job as COMPLETING
+    until its processes are gone: one `squeue` call, only for jobs that ended
+    without an exit record."""
+    if not jobs:
+        return {}
+    # all completing jobs (few at any time), not `-j`: one id the controller has forgotten fails the whole call
+    q = _run(["squeue", "-h", "-t", "COMPLETING", "-o", "%i"])
+    completing = set(q.stdout.split()) if q.returncode == 0 else set()
+    return {h: j for h, j in jobs.items() if j in completing}
 
 
 def job_id_of(handle: str) -> str | None:
@@ -157,18 +233,19 @@ class SlurmRunner(Runner):
             read from `.torchxconfig`; the spec wins.
 
     Raises:
-        SpecError: an unknown or reserved option, or a bad `nproc_per_node`.
+        SpecError: an unknown or reserved option, a bad `nproc_per_node` or `signal`.
     """
 
     scheduler = SCHEDULER
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
-        self.cfg, own = split_cfg(SCHEDULER, cfg, own={"nproc_per_node"}, reserved={"job_dir"})
+        self.cfg, own = split_cfg(SCHEDULER, cfg, own={"nproc_per_node", "signal"}, reserved={"job_dir"})
         nproc = own.get("nproc_per_node", 1)
         if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
             raise SpecError(f"runner.cfg.nproc_per_node must be a positive integer, got {nproc!r}",
                             "use e.g. nproc_per_node: 2")
         self.nproc_per_node = nproc
+        self.signal = check_signal(own["signal"]) if own.get("signal") is not None else None
         self._runner: Any = None
 
     @property
@@ -202,6 +279,11 @@ class SlurmRunner(Runner):
             replica.srun_opts["output"] = os.path.join(out, f"slurm-{macros.app_id}-{replica_name}.out")
             replica.srun_opts["error"] = os.path.join(out, f"slurm-{macros.app_id}-{replica_name}.err")
             replica.sbatch_opts.setdefault("output", os.path.join(out, "slurm-%j.out"))
+            # a requeued job runs again under the same id: keep the first run's output
+            replica.sbatch_opts["open-mode"] = "append"
+            replica.srun_opts["open-mode"] = "append"
+            if self.signal:
+                replica.sbatch_opts["signal"] = self.signal
         return info
 
     def dryrun(self, request: JobRequest) -> str:
@@ -273,6 +355,7 @@ class SlurmRunner(Runner):
                 claimers[job.handle] = owner
         records = query_jobs([*ids.values(), *claimers.values()])
         result: dict[str, JobStatus] = {}
+        unsettled: dict[str, str] = {}  # handle -> id of the job that ran the trial
         for job in jobs:
             jid = ids.get(job.handle)
             rec = records.get(jid) if jid else None
@@ -286,15 +369,31 @@ class SlurmRunner(Runner):
             st = map_state(rec)
             owner = claimers.get(job.handle)
             if st.state == JobState.FAILED and rec.exit_code == DUPLICATE_EXIT and owner in records:
-                st = map_state(records[owner])
+                st = map_state(records[owner])  # the claimant's run; its exit record is the trial's
+            elif owner is not None:
+                result[job.handle] = st  # a job that did not run the trial: the record is not its own
+                continue
+            sdir = job.metadata.get("state_dir")
+            if st.state.is_terminal and sdir:
+                record = read_json(os.path.join(sdir, EXIT))
+                st = settle(st, record)
+                if record is None and st.state != JobState.SUCCEEDED and os.path.exists(os.path.join(sdir, LAUNCH)):
+                    unsettled[job.handle] = owner or str(jid)
             result[job.handle] = st
+        for handle, jid in _still_completing(unsettled).items():
+            result[handle] = JobStatus(JobState.RUNNING, f"Slurm is ending the job ({result[handle].message}); "
+                                                         "waiting for the trial to record its exit")
         return result
 
     def cancel(self, job: SubmittedJob) -> None:
-        """`scancel` the job; cancelling a finished or unknown job is not an error."""
+        """`scancel` the job; cancelling a finished or unknown job is not an error.
+
+        The launcher's cancel marker is written first, so the trial's exit record says
+        the SIGTERM that follows was nasctl's (Slurm's own at a time limit is not)."""
         jid = job_id_of(job.handle)
         if jid is None:
             return
+        mark_cancel(job.metadata.get("state_dir"), job.handle)
         p = _run(["scancel", jid])
         if p.returncode != 0 and "Invalid job id" not in p.stderr and "already completing" not in p.stderr:
             raise RunnerError(f"scancel {jid} failed: {p.stderr.strip()}", CLUSTER_HINT)
@@ -319,4 +418,4 @@ def create_runner(cfg: Mapping[str, Any] | None = None) -> SlurmRunner:
     return SlurmRunner(cfg)
 
 
-__all__ = ["SlurmRunner", "SlurmRecord", "create_runner", "map_state", "query_jobs"]
+__all__ = ["SlurmRunner", "SlurmRecord", "check_signal", "create_runner", "map_state", "query_jobs"]

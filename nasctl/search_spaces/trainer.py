@@ -10,9 +10,15 @@ the chosen dataset, and then, following the trial contract:
    threads, latency settings, versions, argv, architecture): the orchestrator
    stores it with the trial;
 3. trains with Lightning (CUDA when present), logging `train_loss`,
-   `val_loss` and `val_acc` per epoch;
+   `val_loss` and `val_acc` per epoch; it continues from the checkpoint
+   `NASCTL_RESUME_FROM` names, if that can be read, and keeps
+   `NASCTL_CHECKPOINT_DIR/last.ckpt` up to date at every epoch's end and on
+   SIGUSR1, SIGUSR2 or SIGTERM (nasctl.search_spaces.checkpoints);
 4. logs `val_acc` and the costs again at one common final step, so that step
    holds every objective.
+
+SIGTERM stops training at the next batch's end, after a checkpoint: the trial
+then reports no result and ends by SIGTERM, as a process killed outright does.
 
 Precision: `fp32`; `bf16` (autocast to bfloat16, on CPU and CUDA); `fp16`
 (autocast to float16 with a gradient scaler, CUDA only). Weights stay fp32.
@@ -29,6 +35,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import socket
 import sys
 import time
@@ -43,6 +50,7 @@ from nasctl.search_spaces import TRAINER_METRICS, TRAINER_PARAMETERS  # noqa: F4
 if TYPE_CHECKING:
     import torch
 
+    from nasctl.search_spaces.checkpoints import CheckpointCallback, SignalFlags
     from nasctl.search_spaces.data import ArrayDataset
 
 LIGHTNING_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
@@ -182,7 +190,12 @@ def run_trial(
     build: Callable[[ArrayDataset], torch.nn.Module],
     model_name: str,
 ) -> int:
-    """Train `build(dataset)` as one trial (see the module docstring); returns the exit code."""
+    """Train `build(dataset)` as one trial (see the module docstring).
+
+    Returns:
+        The exit code: 0, 2 for bad input, or -SIGTERM for a trial stopped by
+        SIGTERM (`exit_process` then ends the process by that signal).
+    """
     try:
         return _run(args, build, model_name)
     except BadInputError as e:
@@ -195,9 +208,13 @@ def run_trial(
 # line follows), and two warnings about the environment rather than the run:
 # `srun` exists on a Slurm host although the trial is deliberately not a Slurm
 # job, and torch deprecates a pytree class that Lightning's own code still uses.
+# The third is about a retry that resumes a checkpoint saved mid-epoch (after
+# a signal): the rest of that epoch is drawn from a fresh shuffle,
+# which is how this trainer resumes (docs/builtin-trainer.md), not a mistake.
 LIGHTNING_NOISE = (
     r"The `srun` command is available on your system but is not used",
     r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+    r"You're resuming from a checkpoint that ended before the epoch ended",
 )
 
 
@@ -221,10 +238,18 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
     device_type = pick_device()
     check_precision(args.precision, device_type)
 
+    from nasctl.search_spaces.checkpoints import SignalFlags
+
+    # from here on SIGUSR1, SIGUSR2 and SIGTERM only set flags, acted on once training runs
+    with SignalFlags().installed() as flags:
+        return _train(args, build, model_name, device_type, flags)
+
+
+def _prepare(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Module], model_name: str,
+             device_type: str) -> tuple[ArrayDataset, torch.nn.Module, dict[str, float], dict[str, Any]]:
+    """The dataset, the network, its costs and the trial's info so far (steps 1 and 2 of the contract)."""
     import pytorch_lightning as pl
     import torch
-    from pytorch_lightning.loggers import TensorBoardLogger
-    from torch.utils.data import DataLoader, TensorDataset
 
     from nasctl.search_spaces.data import load_dataset
 
@@ -239,6 +264,26 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
     costs, latency = measure_costs(net, data, args, device_type)
     info = base_info(args, device_type, model_name, data)
     info.update(latency=latency, cost_seconds=round(time.perf_counter() - t0, 3), architecture=repr(net)[:4000])
+    return data, net, costs, info
+
+
+def _train(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Module], model_name: str,
+           device_type: str, flags: SignalFlags) -> int:
+    import torch
+    from pytorch_lightning.loggers import TensorBoardLogger
+    from torch.utils.data import TensorDataset
+
+    from nasctl.search_spaces.checkpoints import (
+        CheckpointCallback, checkpoint_path, killed_exit_code, resume_point, save_checkpoint,
+    )
+
+    data, net, costs, info = _prepare(args, build, model_name, device_type)
+    latency = info["latency"]
+    resume, why_not = resume_point()
+    info.update(resumed_from=resume)
+    if why_not:
+        print(why_not, file=sys.stderr, flush=True)
+        info.update(resume_error=why_not)
     write_info(args.log_dir, info)
 
     logger = TensorBoardLogger(save_dir=args.log_dir, name="", version="", default_hp_metric=False)
@@ -247,29 +292,21 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
     train = TensorDataset(torch.from_numpy(data.x_train), torch.from_numpy(data.y_train))
     val = TensorDataset(torch.from_numpy(data.x_val), torch.from_numpy(data.y_val))
     model = lightning_classifier(net, args)
-    trainer = pl.Trainer(
-        max_epochs=args.epochs,
-        accelerator="auto",
-        devices=1,
-        precision=LIGHTNING_PRECISION[args.precision],  # type: ignore[arg-type]
-        logger=logger,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        log_every_n_steps=1,
-    )
-    resume = resume_checkpoint()
-    info.update(resumed_from=resume)
+    saver = CheckpointCallback(checkpoint_path(), flags)
     t1 = time.perf_counter()
-    trainer.fit(
-        model,
-        DataLoader(train, batch_size=args.batch_size, shuffle=True),
-        DataLoader(val, batch_size=512),
-        ckpt_path=resume,
-    )
+    trainer = fit(model, train, val, args, logger, saver, resume)
     train_seconds = time.perf_counter() - t1
-    save_checkpoint(trainer)
+    info.update(train_seconds=round(train_seconds, 3), final_step=trainer.global_step)
+    if resume:
+        info.update(resumed_at_epoch=saver.start_epoch, resumed_at_step=saver.start_step)
+    if saver.stopped:  # by SIGTERM: no result; the checkpoint lets the next attempt go on
+        logger.finalize("failed")
+        info.update(stopped_by="SIGTERM")
+        write_info(args.log_dir, info)
+        print(f"stopped by SIGTERM at step {trainer.global_step} (training {train_seconds:.1f}s)", flush=True)
+        return killed_exit_code()
+    if saver.path is not None:
+        save_checkpoint(trainer, saver.path)  # the finished state: what a promotion continues from
 
     # Lightning's teardown moves the module back to the CPU after fit: evaluate on
     # the device the trial trained on (fp16 autocast exists only there)
@@ -277,7 +314,6 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
     final = {"val_acc": accuracy(model, val, device, args.precision), **costs}
     logger.log_metrics(final, step=trainer.global_step)
     logger.finalize("success")
-    info.update(train_seconds=round(train_seconds, 3), final_step=trainer.global_step)
     if device.type == "cuda":  # what the trial needed of its GPU (training and latency runs)
         info.update(peak_memory_mb=round(torch.cuda.max_memory_allocated(device) / 2**20, 1),
                     visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -290,6 +326,34 @@ def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Modu
         flush=True,
     )
     return 0
+
+
+def fit(model: Any, train: Any, val: Any, args: argparse.Namespace, logger: Any, saver: CheckpointCallback,
+        resume: str | None) -> Any:
+    """Train `model` with Lightning (continuing from checkpoint `resume` if given); returns the Trainer."""
+    import pytorch_lightning as pl
+    from torch.utils.data import DataLoader
+
+    trainer = pl.Trainer(
+        max_epochs=args.epochs,
+        accelerator="auto",
+        devices=1,
+        precision=LIGHTNING_PRECISION[args.precision],  # type: ignore[arg-type]
+        logger=logger,
+        callbacks=[saver],
+        enable_checkpointing=False,  # Lightning's ModelCheckpoint: `saver` keeps the one checkpoint nasctl reads
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        log_every_n_steps=1,
+    )
+    trainer.fit(
+        model,
+        DataLoader(train, batch_size=args.batch_size, shuffle=True),
+        DataLoader(val, batch_size=512),
+        ckpt_path=resume,
+    )
+    return trainer
 
 
 def lightning_classifier(net: torch.nn.Module, args: argparse.Namespace) -> Any:
@@ -343,33 +407,6 @@ def accuracy(model: torch.nn.Module, val: Any, device: torch.device, precision: 
     return correct / len(val)
 
 
-def resume_checkpoint() -> str | None:
-    """The checkpoint a promoted trial continues from (`NASCTL_RESUME_FROM`), None to start afresh.
-
-    A named checkpoint that does not exist is an error (exit 2): nasctl only
-    names checkpoints it found, so a missing one means the trial folder was
-    changed under it."""
-    path = os.environ.get("NASCTL_RESUME_FROM") or None
-    if path is not None and not os.path.isfile(path):
-        raise BadInputError(f"NASCTL_RESUME_FROM names {path}, which does not exist",
-                            "unset NASCTL_RESUME_FROM to train from scratch")
-    return path
-
-
-def save_checkpoint(trainer: Any) -> str | None:
-    """Save a Lightning checkpoint (model, optimizer, epoch) as NASCTL_CHECKPOINT_DIR/last.ckpt,
-    atomically, when nasctl asked for one (multi-fidelity search); returns its path."""
-    folder = os.environ.get("NASCTL_CHECKPOINT_DIR")
-    if not folder:
-        return None
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "last.ckpt")
-    tmp = path + ".tmp"
-    trainer.save_checkpoint(tmp)
-    os.replace(tmp, path)
-    return path
-
-
 def exit_process(code: int) -> NoReturn:
     """End the trial process at once, skipping the interpreter's shutdown.
 
@@ -378,7 +415,14 @@ def exit_process(code: int) -> NoReturn:
     digits trial, during which the worker's slot stays taken. Everything the
     trial leaves behind is complete by then (the TensorBoard logger was
     finalized, which closes its event files); only stdout and stderr need a flush.
+
+    A negative `code` (a trial stopped by SIGTERM, see run_trial) ends the
+    process by that signal, as if the signal had killed it outright: how
+    runners tell an attempt ended from outside from the trial's own failure.
     """
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code if code >= 0 else 128 - code)

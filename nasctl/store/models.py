@@ -76,6 +76,10 @@ class TrialRow(Base):
     # trains to and the trial index it continues when it is a promotion
     fidelity: Mapped[float | None] = mapped_column(Float, nullable=True)
     promoted_from: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # attempts (revision 0008_attempts): every attempt started, and why a trial
+    # that ended without a result ended (a FailureClass value)
+    failure_class: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    attempts: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
 
 
 class ObservationRow(Base):

@@ -662,21 +662,55 @@ class Store:
     @retrying
     def mark_trial_running(
         self, trial_id: int, job_handle: str, scheduler: str, runner_metadata: dict[str, Any],
-        devices: Sequence[str] | None = None,
+        devices: Sequence[str] | None = None, attempts: Sequence[Mapping[str, Any]] | None = None,
     ) -> TrialRecord:
-        """RUNNING with its job handle (and the devices it was placed on, if any)."""
+        """RUNNING with its job handle (and the devices it was placed on, if any).
+
+        `attempts`, when given, is the trial's attempts with the one just started
+        last; the trial's `started_at` is its first attempt's start."""
         now = utcnow()
         changes: dict[str, Any] = {
             "status": TrialStatus.RUNNING.value, "job_handle": job_handle, "scheduler": scheduler,
-            "runner_metadata": runner_metadata, "started_at": now,
+            "runner_metadata": runner_metadata,
         }
+        if attempts is not None:
+            changes["attempts"] = [dict(a) for a in attempts]
+        if attempts is None or len(attempts) <= 1:
+            changes["started_at"] = now
         if devices is not None:
             changes.update(devices=list(devices), device_wait_since=None)
+        number = len(attempts) if attempts else 1
         with self._transaction() as c:
             row = _update_trial(c, trial_id, changes)
             c.execute(_INSERT_EVENT, {
                 "experiment_id": row["experiment_id"], "trial_index": row["index"], "time": now, "kind": "submitted",
-                "message": f"trial {row['index']} submitted as {job_handle}",
+                "message": f"trial {row['index']} submitted as {job_handle}"
+                + (f" (attempt {number})" if number > 1 else ""),
+            })
+        return _trial_from(row)
+
+    @retrying
+    def set_attempts(self, trial_id: int, attempts: Sequence[Mapping[str, Any]]) -> TrialRecord:
+        """Replace a trial's attempts (the loop records an ended attempt before it acts on it)."""
+        with self._transaction() as c:
+            return _trial_from(_update_trial(c, trial_id, {"attempts": [dict(a) for a in attempts]}))
+
+    @retrying
+    def retry_trial(self, trial_id: int, attempts: Sequence[Mapping[str, Any]], message: str) -> TrialRecord:
+        """An attempt ended and the trial runs again: back to CANDIDATE with its
+        attempts (the ended one last), no job, its devices free, and an event
+        (`retry`, `message`) in the same transaction."""
+        now = utcnow()
+        changes: dict[str, Any] = {
+            "status": TrialStatus.CANDIDATE.value, "job_handle": None, "runner_metadata": {},
+            "attempts": [dict(a) for a in attempts], "devices": None, "device_wait_since": None,
+        }
+        with self._transaction() as c:
+            row = _update_trial(c, trial_id, changes)
+            device_sql.release(c, row["experiment_id"], row["index"])
+            c.execute(_INSERT_EVENT, {
+                "experiment_id": row["experiment_id"], "trial_index": row["index"], "time": now, "kind": "retry",
+                "message": message,
             })
         return _trial_from(row)
 
@@ -691,21 +725,27 @@ class Store:
         info: dict[str, Any] | None = None,
         observations: Sequence[Observation] = (),
         reader_state: dict[str, Any] | None = None,
+        failure_class: str | None = None,
+        attempts: Sequence[Mapping[str, Any]] | None = None,
     ) -> TrialRecord:
-        """End a trial: status, final values, failure reason, log tail and the
-        trial's own record of how it ran (`info`, from trial_info.json; kept if
-        None). The metrics read last (`observations`, and the reader's
-        `reader_state`) are stored in the same transaction: one commit per
-        finished trial instead of three."""
+        """End a trial: status, final values, failure reason and class, log tail
+        and the trial's own record of how it ran (`info`, from trial_info.json;
+        kept if None), and its attempts (the last one ended; kept if None). The
+        metrics read last (`observations`, and the reader's `reader_state`) are
+        stored in the same transaction: one commit per finished trial instead of
+        three."""
         assert status.is_terminal
         now = utcnow()
         changes: dict[str, Any] = {
             "status": status.value,
             "values": {k: float(v) for k, v in (values or {}).items() if math.isfinite(float(v))},
             "failure_reason": failure_reason,
+            "failure_class": failure_class,
             "log_tail": log_tail,
             "ended_at": now,
         }
+        if attempts is not None:
+            changes["attempts"] = [dict(a) for a in attempts]
         if info is not None:
             changes["info"] = info
         if reader_state is not None:
@@ -910,6 +950,8 @@ def _trial_from(m: Mapping[str, Any]) -> TrialRecord:
         device_wait_since=m.get("device_wait_since"),
         fidelity=m.get("fidelity"),
         promoted_from=m.get("promoted_from"),
+        failure_class=m.get("failure_class"),
+        attempts=[dict(a) for a in m.get("attempts") or []],
     )
 
 

@@ -121,3 +121,21 @@ def test_export_to_a_missing_folder(tmp_path: Path) -> None:
     assert not (tmp_path / "missing").exists()
     ok = run_cli("export", "exp", "--out", str(tmp_path / "x.json"), "--db", url)
     assert ok.returncode == 0 and len(json.loads((tmp_path / "x.json").read_text())["trials"]) == 3
+
+
+def test_bad_retry_settings_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    """A negative or absurd trial.max_retries, an unknown class or `user` in
+    trial.retry_on: one line naming the key and what to use, exit 2, nothing written."""
+    cases = {
+        "max_retries: -1": "trial.max_retries: Input should be greater than or equal to 0",
+        "max_retries: 101": "trial.max_retries: Input should be less than or equal to 100",
+        "retry_on: [user]": "trial.retry_on: user failures (the trial's own code) are never retried",
+        "retry_on: [oom]": "trial.retry_on: unknown failure class 'oom'; use any of infrastructure, timeout, cancelled",
+    }
+    for setting, expected in cases.items():
+        spec = tmp_path / "s.yaml"
+        spec.write_text(Path(EXAMPLE).read_text().replace("search_space: mlp_digits",
+                                                          "search_space: mlp_digits\n  " + setting))
+        err = _one_line_error(run_cli("run", str(spec), "--db", f"sqlite:///{tmp_path}/n.db", cwd=tmp_path))
+        assert expected in err, (setting, err)
+        assert not (tmp_path / "n.db").exists()

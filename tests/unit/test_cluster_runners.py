@@ -16,6 +16,7 @@ from nasctl.errors import SpecError
 from nasctl.runners import JobRequest, JobState, get_runner
 from nasctl.runners.kubernetes import KubernetesRunner
 from nasctl.runners.slurm import SlurmRecord, map_state
+from nasctl.types import FailureClass
 from tests.conftest import ROOT, run_cli
 
 K8S_VERSION = "1.30"
@@ -86,28 +87,72 @@ def _no_user_torchxconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.chdir(tmp_path)
 
 
-@pytest.mark.parametrize(("state", "expected", "words"), [
-    ("PENDING", JobState.PENDING, None),
-    ("REQUEUED", JobState.PENDING, None),
-    ("RUNNING", JobState.RUNNING, None),
-    ("COMPLETING", JobState.RUNNING, None),
-    ("COMPLETED", JobState.SUCCEEDED, None),
-    ("FAILED", JobState.FAILED, "exit code 3"),
-    ("CANCELLED by 0", JobState.CANCELLED, "CANCELLED by 0"),
-    ("CANCELLED", JobState.CANCELLED, "CANCELLED"),
-    ("TIMEOUT", JobState.FAILED, "runner.cfg.time"),
-    ("OUT_OF_MEMORY", JobState.FAILED, "trial.resources.mem_mb"),
-    ("NODE_FAIL", JobState.FAILED, "node"),
-    ("BOOT_FAIL", JobState.FAILED, "boot"),
-    ("PREEMPTED", JobState.FAILED, "preempted"),
-    ("DEADLINE", JobState.FAILED, "deadline"),
-    ("SOMETHING_NEW", JobState.UNKNOWN, "SOMETHING_NEW"),
+INFRA, USER, TIMEOUT, CANCELLED = (FailureClass.INFRASTRUCTURE, FailureClass.USER, FailureClass.TIMEOUT,
+                                   FailureClass.CANCELLED)
+
+
+@pytest.mark.parametrize(("state", "expected", "cls", "words"), [
+    ("PENDING", JobState.PENDING, None, None),
+    ("REQUEUED", JobState.PENDING, None, None),  # the same attempt goes on under the same job id
+    ("REQUEUE_HOLD", JobState.PENDING, None, None),
+    ("REQUEUE_FED", JobState.PENDING, None, None),
+    ("SPECIAL_EXIT", JobState.PENDING, None, None),
+    ("SUSPENDED", JobState.PENDING, None, None),
+    ("CONFIGURING", JobState.PENDING, None, None),
+    ("RESIZING", JobState.PENDING, None, None),
+    ("RESV_DEL_HOLD", JobState.PENDING, None, None),
+    ("RUNNING", JobState.RUNNING, None, None),
+    ("COMPLETING", JobState.RUNNING, None, None),
+    ("SIGNALING", JobState.RUNNING, None, None),
+    ("STAGE_OUT", JobState.RUNNING, None, None),
+    ("STOPPED", JobState.RUNNING, None, None),
+    ("COMPLETED", JobState.SUCCEEDED, None, None),
+    ("FAILED", JobState.FAILED, USER, "exit code 3"),
+    ("OUT_OF_MEMORY", JobState.FAILED, USER, "trial.resources.mem_mb"),
+    ("CANCELLED by 0", JobState.CANCELLED, CANCELLED, "CANCELLED by 0"),
+    ("CANCELLED", JobState.CANCELLED, CANCELLED, "CANCELLED"),
+    ("TIMEOUT", JobState.FAILED, TIMEOUT, "runner.cfg.time"),
+    ("DEADLINE", JobState.FAILED, TIMEOUT, "deadline"),
+    ("NODE_FAIL", JobState.FAILED, INFRA, "node"),
+    ("BOOT_FAIL", JobState.FAILED, INFRA, "boot"),
+    ("PREEMPTED", JobState.FAILED, INFRA, "preempted"),
+    ("REVOKED", JobState.FAILED, INFRA, "revoked"),
+    ("SOMETHING_NEW", JobState.UNKNOWN, None, "SOMETHING_NEW"),
 ])
-def test_every_slurm_state_is_mapped(state: str, expected: JobState, words: str | None) -> None:
-    st = map_state(SlurmRecord("42", "exp-3-0", state, 3, "None"))
-    assert st.state == expected
+def test_every_slurm_state_is_mapped(state: str, expected: JobState, cls: FailureClass | None,
+                                     words: str | None) -> None:
+    st = map_state(SlurmRecord("42", "exp-3-0", state, 3, "None", "node2"))
+    assert (st.state, st.failure_class) == (expected, cls)
     if words:
         assert words in (st.message or ""), st.message
+    if expected in (JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
+        assert st.node == "node2"
+
+
+def test_a_slurm_job_without_a_node_has_none() -> None:
+    assert map_state(SlurmRecord("42", "exp-3-0", "CANCELLED by 0", 0, "None", "None assigned")).node is None
+
+
+def test_sbatch_keeps_output_across_requeues_and_sends_the_warning_signal(tmp_path: Path) -> None:
+    trial = str(tmp_path / "t")
+    text = get_runner("slurm", {"time": "30", "signal": "sigusr1@120"}).dryrun(request(trial))
+    sbatch = next(line for line in text.splitlines() if line.startswith("#SBATCH"))
+    srun = next(line for line in text.splitlines() if line.startswith("srun "))
+    assert "--open-mode=append" in sbatch and "--signal=USR1@120" in sbatch
+    assert "--open-mode=append" in srun and "--signal" not in get_runner("slurm", {}).dryrun(request(trial))
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("USR1@120\nUSR2", "must be like USR1@120"),
+    ("TERM@60", "USR1 or USR2"),
+    ("USR1@99999", "0-65535"),
+    ("B:USR1@60", "drop the B: prefix: USR1@60"),
+    (True, "must be like"),
+])
+def test_a_bad_signal_option_is_bad_input(value: object, words: str) -> None:
+    with pytest.raises(SpecError, match=words) as ei:
+        get_runner("slurm", {"signal": value})
+    assert ei.value.exit_code == 2
 
 
 def test_sbatch_script_carries_resources_and_writes_to_the_trial_dir(tmp_path: Path) -> None:

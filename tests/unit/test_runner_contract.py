@@ -19,6 +19,7 @@ import pytest
 
 from nasctl.errors import UnknownRunnerError
 from nasctl.runners import JobRequest, JobState, Runner, SubmittedJob, available_runners, get_runner
+from nasctl.types import FailureClass
 
 from tests.cluster import require_slurm
 from tests.k8s_standin import StandInCluster
@@ -99,6 +100,8 @@ def test_submit_poll_logs(runner: Runner, make_request: Callable[[str, str], Job
     assert wait_terminal(runner, bad) == JobState.FAILED
     both = runner.status([ok, bad])  # one call answers for many jobs
     assert set(both) == {ok.handle, bad.handle}
+    assert both[ok.handle].failure_class is None
+    assert both[bad.handle].failure_class == FailureClass.USER  # the trial's own non-zero exit
     assert "hello from 0" in runner.log_tail(ok)
     assert "about to fail" in runner.log_tail(bad)
     # logs live in the trial's directory, not a temporary one
@@ -146,6 +149,7 @@ def test_another_process_can_poll_and_cancel(runner: Runner, make_request: Calla
     fresh.cancel(stored)
     assert wait_terminal(fresh, stored) == JobState.CANCELLED
     assert wait_terminal(runner, job) == JobState.CANCELLED
+    assert runner.status([job])[job.handle].failure_class == FailureClass.CANCELLED
 
 
 def test_find_and_no_double_launch(runner: Runner, make_request: Callable[[str, str], JobRequest],

@@ -20,6 +20,7 @@ import pytest
 from nasctl.errors import SpecError
 from nasctl.orchestration.jobs import build_request, preload_modules
 from nasctl.runners import JobRequest, JobState, get_runner
+from nasctl.runners.launcher import CANCEL_MARKER
 from nasctl.runners.warm import SOCKET_ENV, warm_argv
 from nasctl.search_spaces import TRAINER_PRELOAD
 from nasctl.spec import parse_spec
@@ -186,7 +187,8 @@ def test_cancelling_the_launcher_ends_a_warm_trial(tmp_path: Path, server: Serve
         assert time.monotonic() < deadline
         time.sleep(0.02)
     child = json.loads(launch_file.read_text())["child_pid"]
-    os.killpg(proc.pid, signal.SIGTERM)  # what LocalRunner.cancel does
+    (tmp_path / "t" / "job" / CANCEL_MARKER).write_text("{}")  # what LocalRunner.cancel does: the marker,
+    os.killpg(proc.pid, signal.SIGTERM)  # then SIGTERM to the launcher's group
     assert proc.wait(30) == 128 + signal.SIGTERM
     done = json.loads((tmp_path / "t" / "job" / "exit.json").read_text())
     assert done["cancelled"] and done["returncode"] == -signal.SIGTERM

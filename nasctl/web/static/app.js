@@ -531,7 +531,8 @@ async function trialPage() {
     document.title = "nasctl — " + name + " trial " + index;
     document.getElementById("title").replaceChildren(el("a", { href: expUrl(name), text: name }), document.createTextNode(" · trial " + index + " "), statusBadge(t.status));
     const cards = [card("method", t.generation_method), card("duration", t.duration_s === null ? "—" : fmt(t.duration_s) + " s")];
-    if (t.failure_reason) cards.push(card("failure", t.failure_reason));
+    if (t.failure_reason) cards.push(card("failure", (t.failure_class ? t.failure_class + ": " : "") + t.failure_reason));
+    if (t.attempts && t.attempts.length > 1) cards.push(card("attempts", String(t.attempts.length)));
     if (!state.readOnly && !t.terminal) cards.push(card("control", el("button", { class: "danger", type: "button", id: "cancel", onclick: cancelTrial, text: "cancel trial" })));
     document.getElementById("summary").replaceChildren(...cards);
     kvRows("#params tbody", Object.entries(t.parameters));
@@ -621,9 +622,20 @@ function renderTimeline(t) {
   ul.replaceChildren(...t.timeline.map((e) => el("li", {}, el("time", { text: shownTime(e.time) }), el("b", { text: e.kind + " " }), e.message)));
   const bars = [];
   const at = (s) => (s ? new Date(s) : null);
-  const created = at(t.created_at), started = at(t.started_at), ended = at(t.ended_at) || (t.terminal ? null : new Date());
-  if (created && started) bars.push({ phase: "queued", start: created, end: started, color: "#b7a6f0" });
-  if (started && ended) bars.push({ phase: t.terminal ? t.status.toLowerCase() : "running", start: started, end: ended, color: t.status === "FAILED" ? "#d62728" : "#2b6de0" });
+  const created = at(t.created_at);
+  const colors = { user: "#d62728", infrastructure: "#ff7f0e", timeout: "#9467bd", cancelled: "#7f7f7f" };
+  // one bar per attempt (a retried trial ran more than once), the waits between them in the queue's colour
+  let last = created;
+  (t.attempts || []).forEach((a) => {
+    const start = at(a.started_at);
+    const end = at(a.ended_at) || (t.terminal ? at(t.ended_at) : new Date());
+    if (!start || !end) return;
+    if (last && start > last) bars.push({ phase: a.number === 1 ? "queued" : "waiting to retry", start: last, end: start, color: "#b7a6f0" });
+    const phase = "attempt " + a.number + ": " + (a.failure_class || (a.ended_at ? t.status.toLowerCase() : "running"))
+      + (a.node ? " on " + a.node : "");
+    bars.push({ phase, start, end, color: colors[a.failure_class] || (a.ended_at && t.status === "COMPLETED" ? "#2ca02c" : "#2b6de0") });
+    last = end;
+  });
   Plotly.react("timeline-plot", bars.map((b) => ({ type: "bar", orientation: "h", y: ["trial " + t.index], base: [b.start.toISOString()],
     x: [b.end - b.start], name: b.phase, marker: { color: b.color }, hovertemplate: b.phase + ": %{x} ms<extra></extra>" })),
   { barmode: "stack", margin: { t: 10, r: 10, b: 30, l: 70 }, xaxis: { type: "date" }, showlegend: true, legend: { orientation: "h" } },
