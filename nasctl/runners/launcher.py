@@ -47,6 +47,7 @@ milliseconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -70,12 +71,18 @@ WARNING_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
 
 
 def write_json_atomic(path: str, data: dict[str, Any]) -> None:
+    """Write `data` to `path` whole or not at all (a temporary file, fsync, rename)."""
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def read_json(path: str) -> dict[str, Any] | None:
@@ -91,13 +98,20 @@ def mark_cancel(sdir: str | None, handle: str) -> str | None:
     """Write the cancel marker in the attempt's state folder `sdir`, as a runner's
     `cancel` does before it signals the job. Returns the marker's path, or None when
     nothing was written: no folder, the job already recorded its exit, or it was
-    marked before."""
+    marked before, or the folder takes no file (a full disk: the job is cancelled all
+    the same, and its end is then judged by its signal)."""
     if not sdir or not os.path.isdir(sdir) or os.path.exists(os.path.join(sdir, EXIT)):
         return None
     path = os.path.join(sdir, CANCEL_MARKER)
     if os.path.exists(path):
         return None
-    write_json_atomic(path, {"handle": handle, "time": time.time()})
+    try:
+        write_json_atomic(path, {"handle": handle, "time": time.time()})
+    except OSError:
+        try:  # an empty marker needs no data block, only what is left of the folder
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+        except OSError:
+            return None
     return path
 
 

@@ -137,7 +137,8 @@ def test_run_blocks_returns_data_and_leaves_the_process_as_it_was(tmp_path: Path
     assert list(frame.index) == list(range(6)) and frame.index.name == "trial"
     assert list(frame.columns) == ["status", "method", "params.x", "params.y", "params.act", "metrics.f1",
                                    "metrics.f2", "metrics.g", "pareto", "started_at", "ended_at", "duration_s", "failure_reason",
-                                   "note"]
+                                   "failure_class", "attempts", "note"]
+    assert (frame["attempts"] == 1).all()  # every trial ran once
     for t in trials:
         row = frame.loc[t.index]
         assert row["params.act"] == t.parameters["act"] and row["metrics.f2"] == t.values["f2"]
