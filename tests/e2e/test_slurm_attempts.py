@@ -81,7 +81,7 @@ signal.signal(signal.SIGTERM, later)
 print('training', flush=True)
 while not stop:
     time.sleep(0.05)
-time.sleep(2)  # Slurm waits KillWait (5 s here) before SIGKILL
+time.sleep(1)  # Slurm waits KillWait (5 s here) before SIGKILL: leave the launcher time to record the exit on a busy machine
 print('saved after SIGTERM', flush=True)
 """
 
