@@ -41,6 +41,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    """A finite number above 0 (`0.5`, `3`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give one above 0, like 3 or 0.5") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not above 0 and finite; give a number like 3 or 0.5")
+    return value
+
+
 def positive_ints(text: str) -> list[int]:
     """Comma-separated integers of at least 1 (`20,44`)."""
     return [positive_int(x.strip()) for x in text.split(",")]

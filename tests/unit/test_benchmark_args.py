@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +57,31 @@ def test_a_command_refuses_them_with_exit_code_2(capsys: pytest.CaptureFixture[s
             main(argv)
         assert exit_.value.code == 2
         assert message in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_positive_floats_are_finite_and_above_zero() -> None:
+    assert args.positive_float("0.5") == 0.5
+    for text, message in (("0", "0 is not above 0 and finite"), ("-2", "-2 is not above 0"),
+                          ("nan", "nan is not above 0 and finite"), ("inf", "inf is not above 0 and finite"),
+                          ("3s", "'3s' is not a number; give one above 0")):
+        with pytest.raises(argparse.ArgumentTypeError, match=message):
+            args.positive_float(text)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--faults", "requeue,reboot"], "argument --faults: unknown 'reboot'; choose from requeue, node-down"),
+    (["--repeats", "0"], "argument --repeats: 0 is too small; give at least 1"),
+    (["--epoch-seconds", "0"], "argument --epoch-seconds: 0 is not above 0 and finite"),
+    (["--epochs", "2"], "--epochs 2 is too few: a fault is made after the first epoch; give at least 3"),
+    (["--epoch-seconds", "30"], "--epoch-seconds 30 leaves fewer than 3 epochs per one-minute allocation"),
+    (["--time-limit-seconds", "60"], "--time-limit-seconds 60 fits inside one allocation (60-90 s)"),
+])
+def test_the_fault_benchmark_refuses_bad_arguments_before_any_run(
+        argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.faults import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err.splitlines()[-1]
+    assert not (tmp_path / "out").exists()  # nothing ran, nothing was written
