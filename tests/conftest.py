@@ -85,7 +85,7 @@ def free_port() -> int:
 # cluster's two nodes), run in one worker, in file order. Tests that take a shared
 # service away from everyone (restarting PostgreSQL) are marked `serial`, and
 # `make test` runs them after the parallel part.
-_GROUPS = {"tests/web/": "web", "tests/e2e/test_slurm.py": "slurm", "tests/unit/test_runner_contract.py": "slurm"}
+_GROUPS = {"tests/web/": "web", "tests/e2e/test_slurm": "slurm", "tests/unit/test_runner_contract.py": "slurm"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
