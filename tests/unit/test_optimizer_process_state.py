@@ -17,24 +17,10 @@ from nasctl.optimizer import quiet
 from nasctl.optimizer.ax_optimizer import AxOptimizer
 from nasctl.optimizer.diagnostics import loo_cross_validation
 from nasctl.spec import parse_spec
+from tests.unit.test_optimizer_compat import SPEC as COMPAT_SPEC
+from tests.unit.test_optimizer_compat import _outcome
 
-SPEC = """
-name: state
-search_space:
-  x0: {type: float, low: 0.0, high: 1.0}
-  x1: {type: float, low: 0.0, high: 1.0}
-objectives:
-  f1: {goal: minimize, threshold: 2.0}
-  f2: {goal: minimize, threshold: 2.0}
-budget: {max_trials: 10}
-trial: {script: /bin/true}
-optimizer: {initial_trials: 3, seed: 4}
-"""
-
-
-def _outcome(p: dict[str, Any]) -> dict[str, float]:
-    x0, x1 = float(p["x0"]), float(p["x1"])
-    return {"f1": x0 + 0.1 * x1, "f2": (1 - x0) ** 2 + x1}
+SPEC = COMPAT_SPEC.replace("name: compat", "name: state").replace("seed: 0", "seed: 4")
 
 
 def _library_levels() -> dict[str, int]:
