@@ -71,21 +71,6 @@ sys.exit(0 if len(got) == 1 else 5)
 """
 
 
-FINISHES_AFTER_SIGTERM = """
-import signal, sys, time
-stop = []
-def later(signum, frame):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    stop.append(signum)
-signal.signal(signal.SIGTERM, later)
-print('training', flush=True)
-while not stop:
-    time.sleep(0.05)
-time.sleep(1)  # Slurm waits KillWait (5 s here) before SIGKILL: leave the launcher time to record the exit on a busy machine
-print('saved after SIGTERM', flush=True)
-"""
-
-
 def request(tmp: Path, name: str, code: str, env: dict[str, str] | None = None) -> JobRequest:
     return JobRequest(name, sys.executable, ["-c", code], {"NASCTL_TRIAL_ID": "0", **(env or {})}, str(tmp / name))
 
@@ -166,26 +151,6 @@ def test_a_requeued_job_runs_again_under_its_id_and_resumes_from_the_checkpoint(
     finally:
         subprocess.run(["scancel", jid, *([str(job_id_of(duplicate.handle))] if duplicate else [])],
                        capture_output=True)
-
-
-def test_a_job_slurm_is_still_ending_waits_for_the_trials_exit_record(tmp_path: Path) -> None:
-    """Accounting says CANCELLED as soon as someone scancels the job, while its trial is
-    still finishing; the trial then records exit 0, which makes the job SUCCEEDED."""
-    runner = SlurmRunner({"time": "5"})
-    job = runner.submit(request(tmp_path, "slurm-ending", FINISHES_AFTER_SIGTERM))
-    jid = str(job_id_of(job.handle))
-    try:
-        wait_status(runner, job, lambda st: st.state == JobState.RUNNING and "training" in runner.log_tail(job), 60,
-                    "the trial to run")
-        subprocess.run(["scancel", jid], check=True)  # a person's scancel: no cancel marker
-        seen = []
-        st = wait_status(runner, job, lambda s: seen.append(s) or s.state.is_terminal, 30, "the job to end")
-        assert (st.state, st.failure_class) == (JobState.SUCCEEDED, None), seen
-        assert "CANCELLED" in (st.message or "")
-        assert any("Slurm is ending the job" in (s.message or "") for s in seen), seen
-        assert "saved after SIGTERM" in runner.log_tail(job)
-    finally:
-        subprocess.run(["scancel", jid], capture_output=True)
 
 
 def test_a_trial_that_exits_0_at_its_time_limit_succeeded(time_limit_jobs: dict[str, SubmittedJob]) -> None:
