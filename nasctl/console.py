@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
@@ -103,6 +104,10 @@ class ProgressDisplay:
         )
         if getattr(p, "waiting_for_devices", 0):
             head.add_row("", f"[yellow]{p.waiting_for_devices} waiting for devices[/]", "", "", "")
+        if getattr(p, "unreachable_since", None) is not None:
+            since = time.strftime("%H:%M:%S", time.localtime(p.unreachable_since))
+            head.add_row("", f"[yellow]{escape(p.scheduler)} unreachable since {since}: trials keep running, "
+                             "candidates wait[/]", "", "", "")
         gen = (
             f"optimizer: proposing ({p.generating_seconds:.0f}s)"
             if p.generating

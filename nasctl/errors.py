@@ -53,6 +53,15 @@ class RunnerError(NasctlError):
     """A job could not be submitted, polled or cancelled."""
 
 
+class SchedulerUnreachable(RunnerError):
+    """The scheduler (or its accounting) did not answer: a wait, not a failure.
+
+    Raised by a runner's `status`, `submit` and `find` when the cluster's control
+    plane cannot be reached (Slurm: neither `sacct` nor `squeue` answers, or `sbatch`
+    cannot contact the controller; Kubernetes: the API server does not answer).
+    The loop keeps its trials running and its candidates queued, and retries."""
+
+
 class UnknownRunnerError(BadInputError):
     """The spec names a scheduler nasctl has no runner for."""
 

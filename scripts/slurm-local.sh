@@ -4,6 +4,9 @@
 #   scripts/slurm-local.sh up      install (apt) if needed, configure, start; idempotent
 #   scripts/slurm-local.sh status  exit 0 when the cluster answers sinfo and sacct
 #   scripts/slurm-local.sh down    stop the daemons this script started (by their pid files)
+#   scripts/slurm-local.sh stop D.. stop some of them (munged slurmdbd slurmctld slurmd-node1
+#                                  slurmd-node2), as a fault; `up` starts them again, also
+#                                  beside jobs that kept running
 #
 # Layout: munged, slurmdbd (accounting in `slurm_acct_db` on the MariaDB already
 # running at 127.0.0.1:3306, user `slurm`), slurmctld, and two slurmd daemons
@@ -18,7 +21,10 @@ DB_HOST=127.0.0.1
 DB_PORT=3306
 CONF=/etc/slurm/slurm.conf
 DBD_CONF=/etc/slurm/slurmdbd.conf
-CPUS=$(nproc)
+# every installed CPU: plain `nproc` follows OMP_NUM_THREADS, and a slurm.conf written
+# under OMP_NUM_THREADS=1 beside slurmd daemons that registered more CPUs leaves the
+# nodes INVAL and drained
+CPUS=$(nproc --all)
 DAEMONS="munged slurmdbd slurmctld slurmd-node1 slurmd-node2"
 
 log() { echo "slurm-local: $*" >&2; }
@@ -60,7 +66,9 @@ configure() {
   mkdir -p /run/munge /var/lib/munge /var/log/munge
   chown munge:munge /run/munge /var/lib/munge /var/log/munge
 
-  cat >"$CONF" <<CONF
+  # written to a temporary file and moved in only when it differs: a partial restart
+  # (one daemon stopped as a fault) must not change what the running daemons read
+  cat >"$CONF.new" <<CONF
 # written by nasctl scripts/slurm-local.sh
 ClusterName=$CLUSTER
 SlurmctldHost=localhost(127.0.0.1)
@@ -100,6 +108,7 @@ NodeName=node1 NodeAddr=127.0.0.1 NodeHostname=$(hostname) Port=17001 CPUs=$CPUS
 NodeName=node2 NodeAddr=127.0.0.1 NodeHostname=$(hostname) Port=17002 CPUs=$CPUS RealMemory=8000 State=UNKNOWN
 PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP
 CONF
+  if cmp -s "$CONF.new" "$CONF"; then rm -f "$CONF.new"; else mv "$CONF.new" "$CONF"; fi
 
   cat >"$DBD_CONF" <<CONF
 # written by nasctl scripts/slurm-local.sh
@@ -128,6 +137,17 @@ GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'%';
 SQL
+}
+
+nodes_ready() {  # both nodes usable; a node that answers but is drained or down is resumed
+  local n st usable=0
+  while read -r n st; do
+    case $st in
+      idle|mixed|allocated|completing) usable=$((usable + 1)) ;;
+      drained|draining|down|inval|fail|failing) scontrol update NodeName="$n" State=RESUME >/dev/null 2>&1 || true ;;
+    esac
+  done < <(sinfo -h -N -o '%N %T' 2>/dev/null | sort -u)
+  [[ $usable -eq 2 ]]
 }
 
 healthy() {
@@ -160,24 +180,28 @@ up() {
   wait_for 30 slurmctld scontrol ping
   running slurmd-node1 || slurmd -N node1
   running slurmd-node2 || slurmd -N node2
-  wait_for 60 "the two slurmd nodes" bash -c "[[ \$(sinfo -h -N -o '%N %T' | grep -cE ' (idle|mixed|allocated)') -eq 2 ]]"
-  scontrol update NodeName=node1,node2 State=RESUME >/dev/null 2>&1 || true
+  wait_for 90 "the two slurmd nodes" nodes_ready
   wait_for 30 "accounting (sacct)" sacct -n -X -S now
   log "up in $((SECONDS - t0))s: $(sinfo -h -N -o '%N:%T' | tr '\n' ' ')"
 }
 
-down() {
+stop() {  # stop DAEMON...: by pid file, SIGTERM then SIGKILL after 10 s
   local d pid
-  for d in slurmd-node2 slurmd-node1 slurmctld slurmdbd munged; do
+  for d in "$@"; do
+    case " $DAEMONS " in *" $d "*) ;; *) die "unknown daemon $d (one of: $DAEMONS)" ;; esac
     if running "$d"; then
       pid=$(cat "$STATE/run/$d.pid")
       kill "$pid"
       for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-      kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+      if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; fi
       log "stopped $d ($pid)"
     fi
     rm -f "$STATE/run/$d.pid"
   done
+}
+
+down() {
+  stop slurmd-node2 slurmd-node1 slurmctld slurmdbd munged
 }
 
 status() {
@@ -192,6 +216,7 @@ status() {
 case ${1:-} in
   up) up ;;
   down) down ;;
+  stop) shift; stop "$@" ;;
   status) status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|stop DAEMON..." >&2; exit 2 ;;
 esac

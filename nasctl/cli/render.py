@@ -46,6 +46,9 @@ def status_panel(v: dict[str, Any]) -> None:
         + (f"  ({escape(v['status_reason'])})" if v["status_reason"] else "")
         + ("" if v["status"] != "RUNNING" or v["orchestrator_alive"]
            else f"  [yellow]no orchestrator is running it: `nasctl resume {escape(v['name'])}`[/]"),
+        *([f"[yellow]scheduler    {escape(str(v['scheduler_unreachable']['scheduler']))} unreachable since "
+            f"{v['scheduler_unreachable']['since'][:19].replace('T', ' ')} UTC: trials keep running, candidates "
+            f"wait ({escape(str(v['scheduler_unreachable']['error']))})[/]"] if v.get("scheduler_unreachable") else []),
         f"trials       {sum(v['trials'].values())}/{v['budget']['max_trials']}: {fmt_counts(v['trials'])}"
         + (f"  [yellow]{v['waiting_for_devices']} waiting for devices[/]" if v.get("waiting_for_devices") else ""),
         *([f"devices      " + ", ".join(f"trial {i}: {','.join(d)}" for i, d in v["devices"].items())]

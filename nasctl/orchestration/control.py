@@ -16,7 +16,8 @@ from typing import Any
 
 from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError
 from nasctl.orchestration.views import early_stop_records, orchestrator_alive
-from nasctl.runners import Runner, get_runner
+from nasctl.runners import Runner, get_runner, runner_settings
+from nasctl.runners.pool import StatusPool
 from nasctl.optimizer.methods import SAASBO_INSTALL_HINT, saasbo_available
 from nasctl.sources import source_of
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
@@ -120,7 +121,7 @@ def start_experiment(
     spec: ExperimentSpec,
     work_root: str,
     on_progress: Callable[[Any], None] | None = None,
-    poll_interval: float = 0.25,
+    poll_interval: float | None = None,
 ) -> Any:
     """Create the experiment in the store and drive it to the end. Returns a `RunSummary`.
 
@@ -163,13 +164,15 @@ def resume_experiment(
     store: Store,
     name: str,
     on_progress: Callable[[Any], None] | None = None,
-    poll_interval: float = 0.25,
+    poll_interval: float | None = None,
     work_root: str | None = None,
     on_orchestrator: Callable[[Any], None] | None = None,
+    status_pool: StatusPool | None = None,
 ) -> Any:
     """Continue an experiment from the store alone (after a stop, Ctrl-C or a crash).
     `on_orchestrator` is handed the Orchestrator before it runs (the service
-    keeps it to stop it).
+    keeps it to stop it); with `status_pool`, the runner's status queries are
+    shared with the other experiments of the pool (the service's).
 
     Finished trials are kept, running ones re-attached, recorded candidates
     submitted once; the optimizer is rebuilt from the stored trials.
@@ -192,12 +195,12 @@ def resume_experiment(
             f"the experiment's trial directory {exp.work_dir} cannot be created: {e.strerror}",
             f"pass `nasctl resume {name} --workdir DIR` to put new trial files elsewhere",
         ) from None
-    return _drive(store, exp, spec, on_progress, poll_interval, on_orchestrator)
+    return _drive(store, exp, spec, on_progress, poll_interval, on_orchestrator, status_pool)
 
 
 def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
-           on_progress: Callable[[Any], None] | None, poll_interval: float,
-           on_orchestrator: Callable[[Any], None] | None = None) -> Any:
+           on_progress: Callable[[Any], None] | None, poll_interval: float | None,
+           on_orchestrator: Callable[[Any], None] | None = None, status_pool: StatusPool | None = None) -> Any:
     from nasctl.orchestration.generator import CandidateGenerator
     from nasctl.orchestration.loop import Orchestrator, install_signal_handlers
     from nasctl.optimizer.methods import resolve_method
@@ -206,6 +209,9 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
     from nasctl.optimizer.fused_kernel import prebuild_extension
 
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
+    settings = runner_settings(runner, spec.runner.cfg)
+    if status_pool is not None:
+        runner = status_pool.share(runner, spec.runner.cfg, poll_interval or settings.poll_interval)
     existing = store.list_trials(exp.id)
     stopped = early_stop_records(store, exp, existing)
     choice = resolve_method(spec)
@@ -225,7 +231,8 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
         return opt
 
     gen = CandidateGenerator(make_optimizer)
-    orch = Orchestrator(store, exp, spec, runner, gen, on_progress=on_progress, poll_interval=poll_interval)
+    orch = Orchestrator(store, exp, spec, runner, gen, on_progress=on_progress, poll_interval=poll_interval,
+                        settings=settings)
     if on_orchestrator is not None:
         on_orchestrator(orch)
     if threading.current_thread() is threading.main_thread():  # the service drives from its own threads

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from nasctl.errors import NotFoundError, RunnerError, SpecError
+from nasctl.errors import NotFoundError, RunnerError, SchedulerUnreachable, SpecError
 from nasctl import failpoints
 from nasctl.orchestration import attempts as attempts_mod
 from nasctl.orchestration.devices import DevicePlacer
@@ -76,11 +76,17 @@ class TrialLauncher:
         self._outcomes = outcomes
         self._placer: DevicePlacer | None = None  # created by the first trial that asks for a GPU
         self.waiting: set[int] = set()  # candidates marked as waiting for devices
+        # candidates whose submission may have reached the scheduler although it did not
+        # answer: looked for (`Runner.find`) before they are submitted again
+        self.uncertain: set[int] = set()
 
-    def launch_ready(self, queued: deque[TrialRecord], free: int) -> list[RunningTrial]:
+    def launch_ready(self, queued: deque[TrialRecord], free: int
+                     ) -> tuple[list[RunningTrial], SchedulerUnreachable | None]:
         """Launch queued candidates in order into up to `free` slots; stop at the
         first that waits for devices. A trial that cannot be placed or submitted
-        ends FAILED and the next one is tried.
+        ends FAILED and the next one is tried. When the scheduler cannot be reached,
+        the trial goes back to the head of the queue (devices released) and
+        launching stops: returns what was launched and that error.
 
         Raises:
             CannotLaunch: the work directory is full, or a trial's folder cannot be created.
@@ -102,13 +108,19 @@ class TrialLauncher:
             queued.popleft()
             try:
                 run = self.submit(rec, prepared)
+            except SchedulerUnreachable as e:  # a wait: the trial stays a candidate, first in line
+                if prepared.devices:
+                    self.store.release_devices(self.exp.id, rec.index)
+                queued.appendleft(rec)
+                self.uncertain.add(rec.index)
+                return launched, e
             except RunnerError as e:  # finishing the trial releases its devices
                 self._outcomes.finish(rec, TrialStatus.CANDIDATE,
                                       Outcome(TrialStatus.FAILED, f"submission failed: {e}"))
                 continue
             self._ledger.move(TrialStatus.CANDIDATE, TrialStatus.RUNNING)
             launched.append(run)
-        return launched
+        return launched, None
 
     def request(self, rec: TrialRecord, note: bool = False) -> JobRequest:
         """The job of a recorded trial's next attempt, under the name it was recorded
@@ -165,10 +177,17 @@ class TrialLauncher:
     def submit(self, rec: TrialRecord, prepared: Prepared) -> RunningTrial:
         """Start the job and record it as RUNNING.
 
+        A candidate whose earlier submission went unanswered is looked for first
+        (`Runner.find`): if that submission did reach the scheduler, its job is kept.
+
         Raises:
             RunnerError: nothing started.
+            SchedulerUnreachable: the scheduler cannot be reached.
         """
-        job = self.runner.submit(prepared.request)
+        job = self.runner.find(prepared.request) if rec.index in self.uncertain else None
+        if job is None:
+            job = self.runner.submit(prepared.request)
+        self.uncertain.discard(rec.index)
         failpoints.hit("after_submit")
         rec = self.store.mark_trial_running(rec.id, job.handle, self.runner.scheduler, job.metadata,
                                             devices=prepared.devices,

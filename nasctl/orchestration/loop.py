@@ -24,30 +24,36 @@ they continue), and the front is made of top-rung results.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
 import traceback
 from collections import deque
 
-from nasctl.errors import MetricsError
+from nasctl.errors import MetricsError, SchedulerUnreachable
 from nasctl.leases import LEASE_STALE_SECONDS, owner_alive, owner_id
-from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT, EarlyStopper
+from nasctl.orchestration.early_stopping import EarlyStopper
 from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.orchestration.launch import CannotLaunch, TrialLauncher
 from nasctl.orchestration.ledger import TrialLedger
 from nasctl.orchestration.outcomes import Outcome, TrialOutcomes
 from nasctl.orchestration.progress import Messages, Progress, ProgressSink, RunSummary
 from nasctl.orchestration.proposals import Proposals
+from nasctl.orchestration.reach import STATUS, SUBMIT, Reachability
 from nasctl.orchestration.resume import Resumer
-from nasctl.orchestration.running import RunningTrial, job_end, metric_values, sleep_seconds
+from nasctl.orchestration.running import RunningTrial, job_end, sleep_seconds
 from nasctl.runners.base import Runner
+from nasctl.runners.polling import ControlSettings
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store, queries
 from nasctl.types import ExperimentRecord, ExperimentStatus, FailureClass, TrialRecord, TrialStatus
 
 HEARTBEAT_SECONDS = 5.0
 REQUEST_POLL_SECONDS = 1.0
+TICK_SECONDS = 1.0
+"""The loop's longest pause: stop requests, proposals and metrics are looked at this
+often even when the scheduler is polled less often (runner.cfg.poll_interval)."""
 GENERATOR_JOIN_SECONDS = 120.0
 """How long a finishing run waits for a proposal in progress (2 s after a double Ctrl-C)."""
 INTERRUPTED = "interrupted (Ctrl-C twice)"
@@ -73,7 +79,9 @@ class Orchestrator:
         runner: where trials run.
         generator: proposes candidates on its own thread (not yet started); for a
             resumed experiment its optimizer must be restored from the same trials.
-        poll_interval: seconds between polls when nothing happens.
+        poll_interval: seconds between status queries (overrides `settings`).
+        settings: the timing toward the scheduler (runner.cfg: poll_interval,
+            lost_after, unreachable_timeout); default: the runner's own poll interval.
         metrics_interval: seconds between incremental reads of running trials' logs.
         on_progress: receives a `Progress` snapshot after every tick.
         lookahead: candidates kept ready beyond the free slots, once a trial has
@@ -81,12 +89,16 @@ class Orchestrator:
     """
 
     def __init__(self, store: Store, experiment: ExperimentRecord, spec: ExperimentSpec, runner: Runner,
-                 generator: CandidateGenerator, *, poll_interval: float = 0.25, metrics_interval: float = 2.0,
-                 on_progress: ProgressSink | None = None, lookahead: int | None = None) -> None:
+                 generator: CandidateGenerator, *, poll_interval: float | None = None, metrics_interval: float = 2.0,
+                 on_progress: ProgressSink | None = None, lookahead: int | None = None,
+                 settings: ControlSettings | None = None) -> None:
         self.store, self.exp, self.spec, self.runner, self.gen = store, experiment, spec, runner, generator
-        self.poll_interval, self.metrics_interval, self.on_progress = poll_interval, metrics_interval, on_progress
+        settings = settings or ControlSettings(runner.poll_interval)
+        self.settings = settings if poll_interval is None else dataclasses.replace(settings, poll_interval=poll_interval)
+        self.poll_interval, self.metrics_interval, self.on_progress = self.settings.poll_interval, metrics_interval, on_progress
         self.owner = owner_id()
         self.messages = Messages()
+        self.reach = Reachability(store, experiment, runner.scheduler, self.settings, self.messages)
         self.ledger = TrialLedger(spec)
         self.proposals = Proposals(store, experiment, spec, generator, self.ledger, self.messages, lookahead)
         self._stopper = EarlyStopper(spec) if spec.early_stopping is not None else None
@@ -103,6 +115,7 @@ class Orchestrator:
         self._t0 = time.monotonic()
         self._wake = threading.Event()  # set when a job ended, a proposal is ready or a stop was asked for
         self._notified = False  # the runner wakes the loop when a job ends (no fast polling needed)
+        self._job_ended = threading.Event()  # set by such a runner: poll now
 
     # --- public ----------------------------------------------------------------
     def request_stop(self, reason: str = "stopped by user", cancel: bool = False) -> None:
@@ -166,14 +179,19 @@ class Orchestrator:
         self._running, self._ready = resumed.running, deque(resumed.queued)
         self._reattached, self._saved = len(resumed.running), resumed.seconds_saved
         self.proposals.start()
-        self._notified = self.runner.notify_on_end(self._wake.set)
+        self._notified = self.runner.notify_on_end(self._on_job_end)
         self.gen.wake = self._wake.set
         self.gen.start()
+
+    def _on_job_end(self) -> None:
+        self._job_ended.set()
+        self._wake.set()
 
     def _loop(self) -> str | None:
         """Tick until nothing runs and the budget is spent or the run failed; returns why it failed."""
         failed: str | None = None
-        last_metrics = last_beat = last_requests = 0.0
+        last_metrics = last_beat = last_requests = last_status = 0.0
+        pause = self.poll_interval
         while True:
             self._wake.clear()  # what happens from here on ends the pause below early
             now = time.monotonic()
@@ -183,12 +201,18 @@ class Orchestrator:
             if self._stop is not None:
                 raise self._stop
             self._ready.extend(self.proposals.collect())
-            changed = self._poll_jobs()
-            if now - last_metrics >= self.metrics_interval:
+            changed = False
+            if now - last_status >= pause or self._job_ended.is_set():
+                self._job_ended.clear()
+                changed, last_status = self._poll_jobs(), now
+            read = now - last_metrics >= self.metrics_interval
+            if read:
                 self._read_running_metrics()
-                self._early_stop()
                 last_metrics = now
-            self._enforce_timeouts()
+            self._judge_running(early=read)
+            expired = self.reach.expired(time.time())
+            if expired is not None:
+                raise _Stop(expired, cancel=False)
             if failed is None:
                 failed = self.ledger.failures_exceeded(self.exp.name)
                 if failed is not None:
@@ -205,8 +229,9 @@ class Orchestrator:
             self._emit()
             if not self._running and (failed is not None or self._budget_spent()):
                 return failed
-            self._wake.wait(sleep_seconds(self.poll_interval, self._notified, self.ledger.durations,
-                                          (r.started for r in self._running.values()), time.time()))
+            pause = sleep_seconds(self.poll_interval, self._notified, self.ledger.durations,
+                                  (r.started for r in self._running.values()), time.time())
+            self._wake.wait(min(pause, TICK_SECONDS, max(0.0, last_status + pause - time.monotonic())))
 
     def _budget_spent(self) -> bool:
         led = self.ledger
@@ -249,29 +274,45 @@ class Orchestrator:
                     self.outcomes.cancel_ignored(ev.trial_index)
 
     def _dispatch(self) -> None:
-        """Launch queued candidates, in order, while slots (and devices) are free."""
+        """Launch queued candidates, in order, while slots (and devices) are free; while
+        the scheduler refuses submissions for want of being reached, only after its pause."""
+        free = self.spec.budget.parallelism - len(self._running)
+        if not self._ready or free <= 0 or not self.reach.may_submit(time.time()):
+            return
         try:
-            for run in self.launcher.launch_ready(self._ready, self.spec.budget.parallelism - len(self._running)):
-                self._running[run.index] = run
-                if self._stopper is not None:
-                    self._stopper.track(run.index, run.trial.parameters)
+            launched, unreachable = self.launcher.launch_ready(self._ready, free)
         except CannotLaunch as e:  # every trial would fail: stop, candidates stay recorded for resume
             raise _Stop(str(e), cancel=False) from None
+        for run in launched:
+            self._running[run.index] = run
+            if self._stopper is not None:
+                self._stopper.track(run.index, run.trial.parameters)
+        if unreachable is not None:
+            self.reach.failed(SUBMIT, unreachable, time.time())
+        elif launched:
+            self.reach.answered(SUBMIT, time.time())
 
     def _poll_jobs(self) -> bool:
+        """One status query for every running job; act on those that ended. A scheduler
+        that cannot be reached leaves them all running (nasctl/orchestration/reach.py)."""
         if not self._running:
             return False
-        statuses = self.runner.status([r.job for r in self._running.values()])
-        changed = False
+        try:
+            statuses = self.runner.status([r.job for r in self._running.values()])
+        except SchedulerUnreachable as e:
+            self.reach.failed(STATUS, e, time.time())
+            return False
         now = time.time()
+        self.reach.answered(STATUS, now)
+        changed = False
         for index, run in list(self._running.items()):
-            end = job_end(run, statuses.get(run.job.handle), now)
+            end = job_end(run, statuses.get(run.job.handle), now, self.settings.lost_after)
             if end is None:
                 continue
             changed = True
             outcome = self.outcomes.result(run, end.node) if end.succeeded else Outcome(
                 TrialStatus.FAILED, end.reason, failure_class=end.failure_class, node=end.node)
-            self._end_running(index, outcome)
+            self._end_running(index, dataclasses.replace(outcome, ended_at=end.ended_at))
         return changed
 
     def _read_running_metrics(self) -> None:
@@ -287,40 +328,14 @@ class Orchestrator:
                 if self._stopper is not None:
                     self._stopper.observe(index, new)
 
-    def _early_stop(self) -> None:
-        """Stop running trials that cannot reach the Pareto front (nasctl/orchestration/early_stopping.py).
-
-        The decision is recorded as an event first (with the step, the
-        dominating trials and the estimated time saved), then the job is
-        cancelled and the trial finished EARLY_STOPPED with its partial values;
-        its curves stay in the store. A crash in between leaves it RUNNING, and
-        the resumed loop judges it again from the same stored curves.
-        """
-        if self._stopper is None:
+    def _judge_running(self, early: bool) -> None:
+        """Early stopping (`early`: after a metrics read) and `budget.trial_timeout`: both end
+        running trials and cancel their jobs, so both wait while the scheduler is unreachable."""
+        if self.reach.waiting:
             return
-        now = time.time()
-        for index, run in list(self._running.items()):
-            decision = self._stopper.judge(index, now - run.started)
-            if decision is None:
-                continue
-            self.store.add_event(self.exp.id, EARLY_STOPPED_EVENT, f"trial {index} {decision.reason}",
-                                 trial_index=index, data=decision.event_data())
-            self.outcomes.cancel(run)
-            self._saved += decision.seconds_saved
-            values, _ = metric_values(self.spec, run.summary)
-            self._end_running(index, Outcome(TrialStatus.EARLY_STOPPED, decision.reason, values,
-                                             stopped_values=decision.projected))
-
-    def _enforce_timeouts(self) -> None:
-        limit = self.spec.budget.trial_timeout
-        if limit is None:
-            return
-        now = time.time()
-        for index, run in list(self._running.items()):
-            if now - run.started > limit:
-                self.outcomes.cancel(run)
-                self._end_running(index, Outcome(TrialStatus.FAILED, f"timed out after {limit:g}s (budget.trial_timeout)",
-                                                 failure_class=FailureClass.TIMEOUT))
+        for index, outcome, saved in self.outcomes.judge(self._running, time.time(), early):
+            self._saved += saved
+            self._end_running(index, outcome)
 
     # --- ending trials -----------------------------------------------------------
     def _end_running(self, index: int, outcome: Outcome) -> None:
@@ -348,6 +363,7 @@ class Orchestrator:
             elapsed=time.monotonic() - self._t0,
             last_generation_seconds=props.seconds[-1] if props.seconds else None,
             messages=self.messages.recent(), done=done, waiting_for_devices=len(self.launcher.waiting),
+            scheduler=self.runner.scheduler, unreachable_since=self.reach.since,
         ))
 
 

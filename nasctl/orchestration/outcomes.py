@@ -8,14 +8,15 @@ rebuilds the ledger and the optimizer from the store (nasctl/orchestration/resum
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from nasctl.errors import MetricsError, NotFoundError, RunnerError
 from nasctl import failpoints
 from nasctl.orchestration import attempts as attempts_mod
-from nasctl.orchestration.early_stopping import EarlyStopper
+from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT, EarlyStopper
 from nasctl.orchestration.fidelity import checkpoint_of
 from nasctl.orchestration.generator import CandidateGenerator
 from nasctl.orchestration.ledger import TrialLedger
@@ -52,6 +53,8 @@ class Outcome:
         reader_state: where reading its logs stopped.
         failure_class: why an attempt failed (FAILED and ABANDONED ends).
         node: where the attempt ran, when the scheduler says.
+        ended_at: when the job ended (epoch) by the scheduler's clock, where it says;
+            otherwise the end is recorded when the loop sees it.
     """
 
     status: TrialStatus
@@ -62,6 +65,15 @@ class Outcome:
     reader_state: dict[str, Any] | None = None
     failure_class: FailureClass | None = None
     node: str | None = None
+    ended_at: float | None = None
+
+    def end_time(self, started: float) -> datetime:
+        """When the trial ended, as the store keeps times: the scheduler's end where
+        known (an outage between the end and the poll that saw it does not stretch the
+        trial), never before `started` (epoch) nor after now."""
+        now = time.time()
+        at = now if self.ended_at is None else max(started, min(now, self.ended_at))
+        return datetime.fromtimestamp(at, timezone.utc).replace(tzinfo=None)
 
 
 class TrialOutcomes:
@@ -111,7 +123,7 @@ class TrialOutcomes:
         the disk was full are stored; returns None."""
         if outcome.status == TrialStatus.FAILED:
             attempts = attempts_mod.ended(run.trial.attempts, outcome.failure_class, outcome.reason, outcome.node,
-                                          utcnow())
+                                          outcome.end_time(run.started))
             if attempts_mod.may_retry(self.spec, attempts, outcome.failure_class):
                 return self.retry(run.trial, run.job, attempts)
             self.cancel(run)
@@ -147,10 +159,13 @@ class TrialOutcomes:
         reason = reason if reason is not None else outcome.reason
         failed = status in (TrialStatus.FAILED, TrialStatus.ABANDONED)
         cls = outcome.failure_class if failed else None
-        attempts = attempts_mod.ended(rec.attempts, cls, reason if failed else None, outcome.node, utcnow())
+        started = started_epoch(rec)
+        ended = outcome.end_time(started) if outcome.ended_at is not None else utcnow()
+        attempts = attempts_mod.ended(rec.attempts, cls, reason if failed else None, outcome.node, ended)
         self.store.finish_trial(rec.id, status, values, reason, log_tail, info=info,
                                 observations=outcome.observations, reader_state=outcome.reader_state,
-                                failure_class=cls.value if cls else None, attempts=attempts or None)
+                                failure_class=cls.value if cls else None, attempts=attempts or None,
+                                ended_at=ended)
         failpoints.hit("after_finish_trial")
         self.ledger.move(was, status)
         if self.stopper is not None:
@@ -162,7 +177,8 @@ class TrialOutcomes:
         if status == TrialStatus.COMPLETED:
             assert values is not None
             self.gen.complete(rec.index, values)
-            seconds = time.time() - started_epoch(rec) if rec.started_at is not None else None
+            seconds = (ended.replace(tzinfo=timezone.utc).timestamp() - started
+                       if rec.started_at is not None else None)
             self.ledger.complete(rec.index, values, seconds)
             self._messages.note(f"trial {rec.index} completed: " + fmt_values(values, self.spec.objectives))
         elif status == TrialStatus.FAILED:
@@ -173,6 +189,39 @@ class TrialOutcomes:
             self._messages.note(f"trial {rec.index} {reason}")
         else:
             self.gen.abandon(rec.index)
+
+    def judge(self, running: Mapping[int, RunningTrial], now: float, early: bool
+              ) -> Iterator[tuple[int, Outcome, float]]:
+        """The running trials to end now, one at a time (each is ended before the next is
+        judged), with the trial time their end saves: with `early`, those early stopping
+        finds cannot reach the Pareto front (nasctl/orchestration/early_stopping.py), then
+        those past `budget.trial_timeout`. Each one's job is cancelled first.
+
+        An early stop is recorded as an event first (with the step, the dominating
+        trials and the estimated time saved), then the job is cancelled and the trial
+        ends EARLY_STOPPED with its partial values; its curves stay in the store. A
+        crash in between leaves it RUNNING, and the resumed loop judges it again from
+        the same stored curves.
+        """
+        if early and self.stopper is not None:
+            for index, run in list(running.items()):
+                decision = self.stopper.judge(index, now - run.started)
+                if decision is None:
+                    continue
+                self.store.add_event(self.exp.id, EARLY_STOPPED_EVENT, f"trial {index} {decision.reason}",
+                                     trial_index=index, data=decision.event_data())
+                self.cancel(run)
+                values, _ = metric_values(self.spec, run.summary)
+                yield index, Outcome(TrialStatus.EARLY_STOPPED, decision.reason, values,
+                                     stopped_values=decision.projected), decision.seconds_saved
+        limit = self.spec.budget.trial_timeout
+        if limit is None:
+            return
+        for index, run in list(running.items()):
+            if now - run.started > limit:
+                self.cancel(run)
+                yield index, Outcome(TrialStatus.FAILED, f"timed out after {limit:g}s (budget.trial_timeout)",
+                                     failure_class=FailureClass.TIMEOUT), 0.0
 
     def cancel_ignored(self, index: int) -> None:
         """A cancel request for a trial that is no longer running or waiting: say so in the audit trail."""

@@ -39,6 +39,8 @@ class Progress:
     messages: list[str] = field(default_factory=list)
     done: bool = False
     waiting_for_devices: int = 0  # candidates waiting for free GPUs
+    scheduler: str = ""
+    unreachable_since: float | None = None  # epoch: the scheduler has not answered since then
 
 
 class ProgressSink(Protocol):

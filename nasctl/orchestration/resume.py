@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nasctl.errors import SchedulerUnreachable
 from nasctl.leases import utcnow
 from nasctl.orchestration import attempts as attempts_mod
 from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT, EarlyStopper, seconds_saved, stop_records
@@ -113,7 +114,11 @@ class Resumer:
         if last is not None:
             self.outcomes.cancel_job(last, t.index)
         request = self.launcher.request(t)
-        found = self.runner.find(request)
+        try:
+            found = self.runner.find(request)
+        except SchedulerUnreachable:  # cannot tell now: queued, and looked for again before it is submitted
+            self.launcher.uncertain.add(t.index)
+            found = None
         if found is None:
             if request.gpu:
                 self.store.release_devices(self.exp.id, t.index)  # leased, never launched

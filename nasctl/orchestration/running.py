@@ -20,6 +20,7 @@ from nasctl.metrics import TRIAL_INFO_FILE, MetricSummary
 from nasctl.metrics.tensorboard import TensorBoardReader
 from nasctl.orchestration.jobs import trial_dir
 from nasctl.runners.base import JobState, JobStatus, SubmittedJob
+from nasctl.runners.polling import LOST_AFTER_SECONDS
 from nasctl.spec import ExperimentSpec
 from nasctl.types import FailureClass, Observation, TrialRecord
 
@@ -29,11 +30,11 @@ MAX_TRIAL_INFO_BYTES = 64_000
 MIN_FREE_BYTES = 16 * 2**20
 """Below this much free space in the work directory, no trial is started (its logs and
 TensorBoard files would not fit) and a failed trial's reason says the disk is full."""
-LOST_AFTER_SECONDS = 600.0
-"""A job whose state has been unknown this long in a row (the scheduler answers, but
-not for it) is taken as lost: cancelled, and its attempt ended as infrastructure."""
 FAST_POLL_SECONDS = 0.05
-"""Poll interval while a running trial is near its expected end."""
+"""Poll interval while a running trial is near its expected end (cheap schedulers only)."""
+FAST_POLL_MAX_INTERVAL = 1.0
+"""Only a runner polled this often or more (local processes) is polled faster near a
+trial's expected end: a cluster's controller and accounting are shared."""
 DUE_FRACTION = 0.8
 """A running trial is near its end once it has run this share of the median trial."""
 
@@ -101,31 +102,35 @@ class JobEnd:
     reason: str | None = None
     failure_class: FailureClass | None = None
     node: str | None = None
+    ended_at: float | None = None  # epoch, by the scheduler's clock where it says
 
 
-def job_end(run: RunningTrial, status: JobStatus | None, now: float) -> JobEnd | None:
+def job_end(run: RunningTrial, status: JobStatus | None, now: float,
+            lost_after: float = LOST_AFTER_SECONDS) -> JobEnd | None:
     """Read one poll of a running trial's job: None while it runs (or its state has
-    been unknown for less than LOST_AFTER_SECONDS in a row), else how it ended and,
-    for a failure, its class (the runner's; else a failed job is the trial's own
-    failure and a cancelled one a cancellation)."""
+    been unknown for less than `lost_after` seconds in a row: runner.cfg.lost_after),
+    else how it ended and, for a failure, its class (the runner's; else a failed job
+    is the trial's own failure and a cancelled one a cancellation). A job lost that
+    way ends as an infrastructure failure (cancelled, then retried)."""
     if status is None or not status.state.is_terminal:
         if status is None or status.state != JobState.UNKNOWN:
             run.unknown_since = None
             return None
         if run.unknown_since is None:
             run.unknown_since = now
-        if now - run.unknown_since >= LOST_AFTER_SECONDS:
+        if now - run.unknown_since >= lost_after:
             return JobEnd(False, f"job {run.job.handle} was lost: {status.message} "
                           f"(unknown for {now - run.unknown_since:.0f}s)", FailureClass.INFRASTRUCTURE)
         return None
+    ended = status.ended_at if status.ended_at is not None and status.ended_at <= now else None
     if status.state == JobState.SUCCEEDED:
-        return JobEnd(True, node=status.node)
+        return JobEnd(True, node=status.node, ended_at=ended)
     if status.state == JobState.CANCELLED:
         return JobEnd(False, "job was cancelled outside nasctl", status.failure_class or FailureClass.CANCELLED,
-                      status.node)
+                      status.node, ended)
     msg = (status.message or "").strip().splitlines()
     return JobEnd(False, f"job failed{': ' + msg[-1] if msg else ''}", status.failure_class or FailureClass.USER,
-                  status.node)
+                  status.node, ended)
 
 
 def metric_values(spec: ExperimentSpec, summary: MetricSummary) -> tuple[dict[str, float], list[str]]:
@@ -190,9 +195,10 @@ def sleep_seconds(poll_interval: float, notified: bool, durations: Iterable[floa
     its expected end (past DUE_FRACTION of the median of recent `durations`), so
     that a freed slot is noticed and refilled within ~50 ms instead of half a poll
     interval on average. Not where the runner wakes the loop itself when a job ends
-    (`notified`, `Runner.notify_on_end`)."""
+    (`notified`, `Runner.notify_on_end`), nor for a scheduler polled less often than
+    FAST_POLL_MAX_INTERVAL (a cluster's shared controller)."""
     recent = list(durations)
-    if notified or not recent:
+    if notified or not recent or poll_interval > FAST_POLL_MAX_INTERVAL:
         return poll_interval
     due = DUE_FRACTION * statistics.median(recent)
     if any(now - t >= due for t in started):

@@ -11,10 +11,11 @@ from typing import Any
 
 from nasctl.errors import BadInputError
 from nasctl.orchestration.fidelity import front_trials
+from nasctl.orchestration.reach import SCHEDULER_EVENT
 from nasctl.pareto import compute_front
 from nasctl.spec import ExperimentSpec, spec_from_dict
 from nasctl.store import Store, queries
-from nasctl.types import ExperimentRecord, TrialRecord, TrialStatus
+from nasctl.types import ExperimentRecord, ExperimentStatus, TrialRecord, TrialStatus
 
 
 def optimizer_label(spec: ExperimentSpec) -> str:
@@ -131,7 +132,22 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
         "waiting_for_devices": sum(1 for t in trials if t.status == TrialStatus.CANDIDATE
                                    and t.device_wait_since is not None) if alive else 0,
         "devices": {str(t.index): t.devices for t in trials if t.status == TrialStatus.RUNNING and t.devices},
+        "scheduler_unreachable": scheduler_unreachable(store, exp, alive),
     }
+
+
+def scheduler_unreachable(store: Store, exp: ExperimentRecord, alive: bool | None = None) -> dict[str, Any] | None:
+    """While a live orchestrator cannot reach the experiment's scheduler: since when
+    (`since`, ISO UTC), which scheduler and the last error; else None. Read from the
+    outage events of nasctl/orchestration/reach.py."""
+    if exp.status != ExperimentStatus.RUNNING or not (orchestrator_alive(exp) if alive is None else alive):
+        return None
+    last = store.events(exp.id, after_id=0, limit=1, newest=True, kinds=[SCHEDULER_EVENT])
+    data = (last[0].data or {}) if last else {}
+    since = data.get("unreachable_since")
+    if not since:
+        return None
+    return {"since": str(since) + "Z", "scheduler": data.get("scheduler"), "error": data.get("error")}
 
 
 def orchestrator_alive(exp: ExperimentRecord) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 from nasctl.errors import UnknownRunnerError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob
+from nasctl.runners.polling import ControlSettings, split_control
 
 BUILTIN_RUNNERS: dict[str, str] = {
     "local_cwd": "nasctl.runners.local:create_runner",
@@ -41,11 +42,12 @@ def _registered() -> tuple[tuple[str, str], ...]:
 
 
 def get_runner(scheduler: str, cfg: Mapping[str, Any] | None = None) -> Runner:
-    """Build the runner for a TorchX scheduler name.
+    """Build the runner for a TorchX scheduler name. The control settings every
+    runner takes (`nasctl.runners.polling`) are checked here and not passed on.
 
     Raises:
         UnknownRunnerError: no runner is registered under that name.
-        SpecError: the cfg has options the runner does not take.
+        SpecError: the cfg has options the runner does not take, or a bad control setting.
     """
     registry = available_runners()
     target = registry.get(scheduler)
@@ -54,9 +56,21 @@ def get_runner(scheduler: str, cfg: Mapping[str, Any] | None = None) -> Runner:
         if scheduler == "local":
             hint = "TorchX's local scheduler is called local_cwd; " + hint
         raise UnknownRunnerError(f"runner.scheduler {scheduler!r} is not a known scheduler", hint)
+    _, rest = split_control(cfg, 1.0)
     module, _, factory = target.partition(":")
-    runner: Runner = getattr(importlib.import_module(module), factory)(cfg)
+    runner: Runner = getattr(importlib.import_module(module), factory)(rest)
     return runner
 
 
-__all__ = ["JobRequest", "JobState", "JobStatus", "Runner", "SubmittedJob", "get_runner", "available_runners"]
+def runner_settings(runner: Runner, cfg: Mapping[str, Any] | None) -> ControlSettings:
+    """The loop's timing toward `runner` from its `runner.cfg` (defaults: the runner's own poll interval).
+
+    Raises:
+        SpecError: a bad control setting.
+    """
+    settings, _ = split_control(cfg, runner.poll_interval)
+    return settings
+
+
+__all__ = ["ControlSettings", "JobRequest", "JobState", "JobStatus", "Runner", "SubmittedJob", "available_runners",
+           "get_runner", "runner_settings"]

@@ -79,6 +79,9 @@ class JobStatus:
         failure_class: for FAILED and CANCELLED, why (`FailureClass`); None lets the
             loop take FAILED as the trial's own failure and CANCELLED as a cancellation.
         node: the host the job runs or ran on, where the scheduler says.
+        ended_at: for an ended job, when it ended by the scheduler's own clock
+            (epoch seconds), where the scheduler records it: a job that ended while
+            the scheduler could not be asked keeps its true duration.
     """
 
     state: JobState
@@ -86,6 +89,7 @@ class JobStatus:
     exit_code: int | None = None
     failure_class: FailureClass | None = None
     node: str | None = None
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,9 @@ class Runner(abc.ABC):
       metadata are JSON-serialisable. It raises `RunnerError` if nothing started.
     - `status` takes many jobs at once (one scheduler query per poll where the
       backend allows), never raises for a single unknown job (it reports
-      UNKNOWN), and is side-effect free. A FAILED or CANCELLED job carries its
+      UNKNOWN), and is side-effect free. When the scheduler itself cannot be
+      reached, `status`, `submit` and `find` raise `SchedulerUnreachable` (a
+      wait: the loop keeps its trials and retries), never a plain RunnerError. A FAILED or CANCELLED job carries its
       `FailureClass` (the runner maps its scheduler's states: node failures,
       preemptions and evictions are INFRASTRUCTURE, time limits TIMEOUT, a
       cancellation nasctl or a person asked for CANCELLED, the trial's own
@@ -123,6 +129,12 @@ class Runner(abc.ABC):
     """
 
     scheduler: str
+    poll_interval: float = 5.0
+    """Default seconds between status queries (`runner.cfg.poll_interval` overrides):
+    gentle on a cluster's shared controller and accounting; local runners poll faster."""
+    shared_status: bool = False
+    """Whether the service should answer every experiment's status query from one
+    scheduler query per poll (`nasctl.runners.pool`): True for cluster schedulers."""
 
     @abc.abstractmethod
     def dryrun(self, request: JobRequest) -> str: ...

@@ -51,6 +51,7 @@ class InProcessRunner(Runner):
     """Runs `trial.function` calls on a thread pool of `cfg.workers` threads."""
 
     scheduler = "inprocess"
+    poll_interval = 0.25
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
         cfg = dict(cfg or {})

@@ -50,7 +50,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nasctl.errors import RunnerError, SpecError
+from nasctl.errors import RunnerError, SchedulerUnreachable, SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
 from nasctl.runners.launcher import CANCEL_MARKER, EXIT, LAUNCH, mark_cancel, read_json
 from nasctl.runners.local import ROLE, state_dir, to_appdef
@@ -158,6 +158,27 @@ def pod_status(pod: Mapping[str, Any]) -> JobStatus | None:
     return None
 
 
+UNREACHABLE_HTTP = {0, 502, 503, 504}
+"""HTTP answers that mean the API server (or what fronts it) is not serving: a wait."""
+
+
+def unreachable(error: BaseException) -> bool:
+    """Does `error` say the API server cannot be reached (no connection, a timeout, a
+    gateway or unavailable answer), rather than that it refused the request?"""
+    from kubernetes.client.rest import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(error, ApiException):
+        return error.status in UNREACHABLE_HTTP or error.status is None
+    return isinstance(error, (HTTPError, ConnectionError, TimeoutError))
+
+
+def short(error: BaseException) -> str:
+    """The first line of an error, for messages."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:300]}" if text else type(error).__name__
+
+
 class KubernetesRunner(Runner):
     """Runs each trial as a Volcano Job via TorchX's kubernetes scheduler.
 
@@ -169,6 +190,7 @@ class KubernetesRunner(Runner):
     """
 
     scheduler = SCHEDULER
+    shared_status = True
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
         self.cfg, own = split_cfg(SCHEDULER, cfg, own=OWN_OPTIONS)
@@ -250,6 +272,9 @@ class KubernetesRunner(Runner):
         except SpecError:
             raise
         except Exception as e:  # kubernetes ApiException, urllib3 errors, ValueError on conflicts
+            if unreachable(e):
+                raise SchedulerUnreachable(f"the Kubernetes API server does not answer; job {request.name} "
+                                           f"was not created: {short(e)}", CLUSTER_HINT) from e
             raise RunnerError(f"kubernetes did not accept job {request.name}: {e}", CLUSTER_HINT) from e
         return SubmittedJob(handle=handle, metadata=self._metadata(request))
 
@@ -263,6 +288,8 @@ class KubernetesRunner(Runner):
         try:
             resp = self._api().list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
         except Exception as e:  # ApiException, connection errors
+            if unreachable(e):
+                raise SchedulerUnreachable(f"the Kubernetes API server does not answer: {short(e)}", CLUSTER_HINT) from e
             raise RunnerError(f"could not list Volcano jobs in namespace {namespace}: {e}", CLUSTER_HINT) from e
         return {item["metadata"]["name"]: item for item in resp.get("items", [])}
 

@@ -110,6 +110,7 @@ class LocalRunner(Runner):
     """
 
     scheduler = "local_cwd"
+    poll_interval = 0.25
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
         cfg = dict(cfg or {})

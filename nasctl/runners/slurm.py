@@ -51,10 +51,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
-from nasctl.errors import RunnerError, SpecError
+from nasctl.errors import RunnerError, SchedulerUnreachable, SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
 from nasctl.runners.launcher import DUPLICATE_EXIT, EXIT, LAUNCH, mark_cancel, read_json
 from nasctl.runners.local import state_dir, to_appdef
@@ -106,6 +107,17 @@ class SlurmRecord:
     exit_code: int | None
     reason: str
     node: str = ""
+    start: str = ""
+    end: str = ""
+
+
+def slurm_time(text: str) -> float | None:
+    """A time as Slurm prints it (`2026-11-26T21:55:02`, the cluster's local time) in
+    epoch seconds; None for `Unknown`, `None` and anything else."""
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp() if text and text[0].isdigit() else None
+    except ValueError:
+        return None
 
 
 def map_state(record: SlurmRecord) -> JobStatus:
@@ -162,10 +174,27 @@ def _exit_code(text: str) -> int | None:
     return int(code) if code.isdigit() else None
 
 
+COMMAND_TIMEOUT_SECONDS = 60.0
+
+
 def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run a Slurm command; one that hangs (a controller that accepts connections but
+    does not answer) counts as failed after COMMAND_TIMEOUT_SECONDS."""
     if shutil.which(cmd[0]) is None:
         raise RunnerError(f"the Slurm command {cmd[0]!r} is not installed here", CLUSTER_HINT)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(cmd, 124, "", f"{cmd[0]} did not answer within {COMMAND_TIMEOUT_SECONDS:g}s")
+
+
+def controller_unreachable() -> str | None:
+    """What `scontrol ping` says when the Slurm controller is down or does not answer, else None."""
+    p = _run(["scontrol", "ping"])
+    if p.returncode == 0 and " is UP" in p.stdout:
+        return None
+    lines = (p.stdout.strip() or p.stderr.strip()).splitlines()
+    return lines[0] if lines else f"scontrol ping exited with {p.returncode}"
 
 
 def query_jobs(job_ids: Sequence[str]) -> dict[str, SlurmRecord]:
@@ -174,27 +203,30 @@ def query_jobs(job_ids: Sequence[str]) -> dict[str, SlurmRecord]:
     Unknown ids are absent from the result.
 
     Raises:
-        RunnerError: the Slurm commands are missing, or neither accounting nor the
-            controller answers.
+        RunnerError: the Slurm commands are missing.
+        SchedulerUnreachable: neither accounting nor the controller answers.
     """
     if not job_ids:
         return {}
     ids = ",".join(sorted(set(job_ids)))
     p = _run(["sacct", "-X", "--parsable2", "--noheader", "-j", ids,
-              "--format=JobIDRaw,JobName,State,ExitCode,NodeList,Reason"])
+              "--format=JobIDRaw,JobName,State,ExitCode,NodeList,Start,End,Reason"])
     found: dict[str, SlurmRecord] = {}
     for line in p.stdout.splitlines() if p.returncode == 0 else []:
         parts = line.split("|")
-        if len(parts) < 6:
+        if len(parts) < 8:
             continue
         jid = parts[0].split("+")[0]
-        found[jid] = SlurmRecord(jid, parts[1], parts[2], _exit_code(parts[3]), "|".join(parts[5:]), parts[4])
+        found[jid] = SlurmRecord(jid, parts[1], parts[2], _exit_code(parts[3]), "|".join(parts[7:]), parts[4],
+                                 parts[5], parts[6])
     missing = sorted(set(job_ids) - set(found))
     if missing:
         # the controller still knows recent jobs (MinJobAge), also while slurmdbd is down
         q = _run(["squeue", "-h", "-t", "all", "-j", ",".join(missing), "-o", "%i|%j|%T|%N|%r"])
         if q.returncode != 0 and p.returncode != 0:
-            raise RunnerError(f"sacct and squeue failed: {p.stderr.strip()}; {q.stderr.strip()}", CLUSTER_HINT)
+            raise SchedulerUnreachable(f"the Slurm controller and accounting do not answer (sacct: "
+                                       f"{p.stderr.strip() or p.returncode}; squeue: {q.stderr.strip() or q.returncode})",
+                                       CLUSTER_HINT)
         for line in q.stdout.splitlines() if q.returncode == 0 else []:
             parts = line.split("|")
             if len(parts) >= 5:
@@ -237,6 +269,7 @@ class SlurmRunner(Runner):
     """
 
     scheduler = SCHEDULER
+    shared_status = True
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
         self.cfg, own = split_cfg(SCHEDULER, cfg, own={"nproc_per_node", "signal"}, reserved={"job_dir"})
@@ -307,6 +340,10 @@ class SlurmRunner(Runner):
             os.makedirs(state_dir(request), exist_ok=True)
             handle = self.torchx.schedule(info)
         except subprocess.CalledProcessError as e:
+            down = controller_unreachable()
+            if down is not None:
+                raise SchedulerUnreachable(f"sbatch could not submit job {request.name}: the Slurm controller "
+                                           f"does not answer ({down})", CLUSTER_HINT) from e
             raise RunnerError(f"sbatch refused job {request.name} (exit code {e.returncode})", CLUSTER_HINT) from e
         except FileNotFoundError as e:
             raise RunnerError(f"could not submit {request.name}: {e}", CLUSTER_HINT) from e
@@ -326,7 +363,7 @@ class SlurmRunner(Runner):
             return SubmittedJob(handle=handle, metadata=meta)
         p = _run(["squeue", "-h", "-t", "PD,CF,R,CG,S,RQ", "-n", f"{request.name}-0", "-O", "JobID:|,StdOut:|"])
         if p.returncode != 0:
-            raise RunnerError(f"squeue failed: {p.stderr.strip()}", CLUSTER_HINT)
+            raise SchedulerUnreachable(f"squeue failed: {p.stderr.strip() or p.returncode}", CLUSTER_HINT)
         ids = []
         for line in p.stdout.splitlines():
             jid, _, rest = line.partition("|")
@@ -369,7 +406,8 @@ class SlurmRunner(Runner):
             st = map_state(rec)
             owner = claimers.get(job.handle)
             if st.state == JobState.FAILED and rec.exit_code == DUPLICATE_EXIT and owner in records:
-                st = map_state(records[owner])  # the claimant's run; its exit record is the trial's
+                rec = records[owner]
+                st = map_state(rec)  # the claimant's run; its exit record is the trial's
             elif owner is not None:
                 result[job.handle] = st  # a job that did not run the trial: the record is not its own
                 continue
@@ -379,7 +417,7 @@ class SlurmRunner(Runner):
                 st = settle(st, record)
                 if record is None and st.state != JobState.SUCCEEDED and os.path.exists(os.path.join(sdir, LAUNCH)):
                     unsettled[job.handle] = owner or str(jid)
-            result[job.handle] = st
+            result[job.handle] = replace(st, ended_at=slurm_time(rec.end)) if st.state.is_terminal else st
         for handle, jid in _still_completing(unsettled).items():
             result[handle] = JobStatus(JobState.RUNNING, f"Slurm is ending the job ({result[handle].message}); "
                                                          "waiting for the trial to record its exit")

@@ -21,10 +21,11 @@ from fastapi import APIRouter, Body, Header, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from nasctl.errors import BadInputError, LeaseError, NasctlError
+from nasctl.orchestration import views
 from nasctl.server.supervisor import Supervisor
 from nasctl.spec import apply_overrides, parse_spec_in, spec_changes
 from nasctl.store import queries
-from nasctl.types import ExperimentStatus, TrialStatus
+from nasctl.types import ExperimentRecord, ExperimentStatus, TrialStatus
 from nasctl.web.api import WRITE_RESPONSES, ConflictError, ErrorBody, require_token
 from nasctl.web.app import _status_of
 
@@ -135,6 +136,10 @@ def metrics_text(sup: Supervisor) -> str:
         "# HELP nasctl_devices_busy Devices (GPUs) leased to running trials, by host.",
         "# TYPE nasctl_devices_busy gauge",
         *[f'nasctl_devices_busy{{host="{_label(h)}"}} {n}' for h, n in _busy(leases).items()],
+        "# HELP nasctl_scheduler_unreachable_since_seconds When the scheduler of a running experiment stopped "
+        "answering (Unix time); absent while it answers.",
+        "# TYPE nasctl_scheduler_unreachable_since_seconds gauge",
+        *_unreachable(sup, [exp for exp, _ in experiments]),
         "# HELP nasctl_service_start_time_seconds When this service started (Unix time).",
         "# TYPE nasctl_service_start_time_seconds gauge",
         f"nasctl_service_start_time_seconds {sup.started_at:.3f}",
@@ -150,6 +155,17 @@ def _quantiles(name: str, values: list[float]) -> list[str]:
         for q in (0.5, 0.95):
             out.append(f'{name}{{quantile="{q}"}} {ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.6g}')
     out += [f"{name}_sum {sum(values):.6g}", f"{name}_count {len(values)}"]
+    return out
+
+
+def _unreachable(sup: Supervisor, experiments: list[ExperimentRecord]) -> list[str]:
+    out = []
+    for exp in experiments:
+        u = views.scheduler_unreachable(sup.store, exp)
+        if u is not None:
+            since = datetime.fromisoformat(u["since"].rstrip("Z")).replace(tzinfo=timezone.utc).timestamp()
+            out.append(f'nasctl_scheduler_unreachable_since_seconds{{experiment="{_label(exp.name)}",'
+                       f'scheduler="{_label(str(u["scheduler"]))}"}} {since:.0f}')
     return out
 
 

@@ -38,6 +38,7 @@ from nasctl.orchestration import control
 from nasctl.orchestration.loop import Orchestrator
 from nasctl.orchestration.views import orchestrator_alive
 from nasctl.runners import get_runner
+from nasctl.runners.pool import StatusPool
 from nasctl.sources import source_of
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store
@@ -85,6 +86,7 @@ class Supervisor:
         self.owner = owner_id()
         self.started_at = time.time()
         self.drivers: dict[str, Driver] = {}
+        self.status_pool = StatusPool()  # one status query per poll for all experiments on a cluster
         self.finished_generation_seconds: list[float] = []  # of loops that have ended
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -239,7 +241,8 @@ class Supervisor:
 
             exp = store.get_experiment(name)
             work_root = None if os.path.isdir(exp.work_dir) or _creatable(exp.work_dir) else self.work_root
-            control.resume_experiment(store, name, poll_interval=0.25, work_root=work_root, on_orchestrator=keep)
+            control.resume_experiment(store, name, work_root=work_root, on_orchestrator=keep,
+                                      status_pool=self.status_pool)
         except LeaseError as e:
             driver.error = e.message  # someone else drives it: leave it to them
         except NasctlError as e:

@@ -727,15 +727,16 @@ class Store:
         reader_state: dict[str, Any] | None = None,
         failure_class: str | None = None,
         attempts: Sequence[Mapping[str, Any]] | None = None,
+        ended_at: datetime | None = None,
     ) -> TrialRecord:
-        """End a trial: status, final values, failure reason and class, log tail
+        """End a trial (at `ended_at`, naive UTC; default now): status, final values, failure reason and class, log tail
         and the trial's own record of how it ran (`info`, from trial_info.json;
         kept if None), and its attempts (the last one ended; kept if None). The
         metrics read last (`observations`, and the reader's `reader_state`) are
         stored in the same transaction: one commit per finished trial instead of
         three."""
         assert status.is_terminal
-        now = utcnow()
+        now = ended_at or utcnow()
         changes: dict[str, Any] = {
             "status": status.value,
             "values": {k: float(v) for k, v in (values or {}).items() if math.isfinite(float(v))},

@@ -23,6 +23,7 @@ from nasctl.store import Store
 from nasctl.store import manage as store_manage
 from nasctl.store import queries
 from nasctl.types import TrialStatus
+from nasctl.orchestration import views
 from nasctl.web import logs, serializers
 from nasctl.web.analysis import AnalysisCache, ExperimentAnalysis, parallel_sample
 from nasctl.web.insights import parse_filters
@@ -134,7 +135,8 @@ def experiment(request: Request, name: Name) -> dict[str, Any]:
     st = state(request)
     a = st.cache.get(name)
     note = store_manage.get_note(st.store, a.experiment.id)
-    return {**serializers.experiment_summary(a), "note": serializers.note(note)}
+    return {**serializers.experiment_summary(a), "note": serializers.note(note),
+            "scheduler_unreachable": views.scheduler_unreachable(st.store, a.experiment)}
 
 
 @router.get("/experiments/{name}/points", summary="Every trial's values and Pareto category, as columns")

@@ -176,6 +176,10 @@ function renderSummary(s) {
     cards.push(card("early stopping", es.trials_stopped + " stopped on " + (es.metric || "the first objective with a curve") + ", ~" + fmt(es.seconds_saved) + " s of trial time saved"));
   }
   if (s.status_reason) cards.push(card("reason", s.status_reason));
+  if (s.scheduler_unreachable) {
+    const u = s.scheduler_unreachable;
+    cards.push(card("scheduler", `${u.scheduler} unreachable since ${u.since.slice(0, 19).replace("T", " ")} UTC: trials keep running, candidates wait`));
+  }
   if (!REPORT && !state.readOnly && s.status === "RUNNING") {
     cards.push(card("control", el("button", { class: "danger", type: "button", id: "stop", onclick: stopExperiment, text: "stop experiment" })));
   }
