@@ -79,9 +79,9 @@ class JobStatus:
         failure_class: for FAILED and CANCELLED, why (`FailureClass`); None lets the
             loop take FAILED as the trial's own failure and CANCELLED as a cancellation.
         node: the host the job runs or ran on, where the scheduler says.
-        ended_at: for an ended job, when it ended by the scheduler's own clock
-            (epoch seconds), where the scheduler records it: a job that ended while
-            the scheduler could not be asked keeps its true duration.
+        ended_at: for an ended job, when it ended (epoch seconds), from the job's
+            own exit record or the scheduler's accounting, where either says: a job
+            that ended while the scheduler could not be asked keeps its true duration.
     """
 
     state: JobState

@@ -120,6 +120,16 @@ def slurm_time(text: str) -> float | None:
         return None
 
 
+def ended_at(exit_record: Mapping[str, Any] | None, record: SlurmRecord) -> float | None:
+    """When an ended job's trial ended: the launcher's own exit record where it wrote one
+    (a job that ends while slurmctld is down is given its end time by the controller
+    only once it is back), else accounting's End."""
+    ended = (exit_record or {}).get("ended")
+    if isinstance(ended, (int, float)) and not isinstance(ended, bool):
+        return float(ended)
+    return slurm_time(record.end)
+
+
 def map_state(record: SlurmRecord) -> JobStatus:
     """A Slurm job state (as sacct/squeue print it, e.g. `CANCELLED by 0`) as a `JobStatus`.
 
@@ -412,12 +422,13 @@ class SlurmRunner(Runner):
                 result[job.handle] = st  # a job that did not run the trial: the record is not its own
                 continue
             sdir = job.metadata.get("state_dir")
+            record = None
             if st.state.is_terminal and sdir:
                 record = read_json(os.path.join(sdir, EXIT))
                 st = settle(st, record)
                 if record is None and st.state != JobState.SUCCEEDED and os.path.exists(os.path.join(sdir, LAUNCH)):
                     unsettled[job.handle] = owner or str(jid)
-            result[job.handle] = replace(st, ended_at=slurm_time(rec.end)) if st.state.is_terminal else st
+            result[job.handle] = replace(st, ended_at=ended_at(record, rec)) if st.state.is_terminal else st
         for handle, jid in _still_completing(unsettled).items():
             result[handle] = JobStatus(JobState.RUNNING, f"Slurm is ending the job ({result[handle].message}); "
                                                          "waiting for the trial to record its exit")

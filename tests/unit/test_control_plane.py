@@ -1,0 +1,328 @@
+"""The control plane seen from the loop: a scheduler that cannot be reached is a
+wait (trials stay RUNNING, candidates queued, the experiment STOPPED only after
+`unreachable_timeout`), a job is lost only after `lost_after` seconds of UNKNOWN in
+a row, the poll settings of `runner.cfg`, and the service's pooled status queries.
+
+Trials are real local processes (tests/unit/test_loop.py's sleepy script). The
+runner under the loop is the real local runner behind `Outage`, which answers as
+a cluster's control plane does while it is down (raising SchedulerUnreachable) or
+while it has forgotten a job (UNKNOWN): a real Slurm cluster with its daemons
+stopped is tests/e2e/test_slurm_control_plane.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nasctl.errors import SchedulerUnreachable, SpecError
+from nasctl.orchestration.generator import CandidateGenerator
+from nasctl.orchestration.loop import Orchestrator
+from nasctl.orchestration.reach import SCHEDULER_EVENT
+from nasctl.orchestration.running import FAST_POLL_SECONDS, sleep_seconds
+from nasctl.orchestration.views import status_view
+from nasctl.runners import JobRequest, JobState, JobStatus, Runner, SubmittedJob, get_runner, runner_settings
+from nasctl.runners.polling import ControlSettings
+from nasctl.runners.pool import StatusPool
+from nasctl.spec import parse_spec, spec_to_dict
+from nasctl.store import Store
+from nasctl.types import ExperimentStatus, TrialStatus
+from tests.conftest import run_cli
+from tests.unit.test_loop import SLEEPY_SCRIPT, ListOptimizer
+
+
+class Outage(Runner):
+    """The real local runner, except while `down` (every query and submission raises
+    SchedulerUnreachable) or for the handles in `forgotten` (answered UNKNOWN)."""
+
+    def __init__(self) -> None:
+        self.inner = get_runner("local_cwd")
+        self.scheduler = "testcluster"
+        self.poll_interval = 0.1
+        self.down = threading.Event()
+        self.forgotten: set[str] = set()
+        self.cancelled: list[str] = []
+        self.submits = self.refused = 0
+
+    def _check(self) -> None:
+        if self.down.is_set():
+            raise SchedulerUnreachable("the test cluster's controller does not answer")
+
+    def dryrun(self, request: JobRequest) -> str:
+        return self.inner.dryrun(request)
+
+    def submit(self, request: JobRequest) -> SubmittedJob:
+        if self.down.is_set():
+            self.refused += 1
+        self._check()
+        self.submits += 1
+        return self.inner.submit(request)
+
+    def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
+        self._check()
+        out = dict(self.inner.status(jobs))
+        for h in self.forgotten & set(out):
+            out[h] = JobStatus(JobState.UNKNOWN, f"the test cluster does not know {h}")
+        return out
+
+    def cancel(self, job: SubmittedJob) -> None:
+        self.cancelled.append(job.handle)
+        self.inner.cancel(job)
+
+    def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
+        return self.inner.log_tail(job, lines)
+
+    def find(self, request: JobRequest) -> SubmittedJob | None:
+        self._check()
+        return self.inner.find(request)
+
+
+def experiment(tmp_path: Path, name: str, sleeps: list[float], parallelism: int,
+               extra: str = "") -> tuple[Store, Any, Any, CandidateGenerator]:
+    script = tmp_path / "t.py"
+    script.write_text(SLEEPY_SCRIPT)
+    spec = parse_spec(f"""
+name: {name}
+search_space: {{x: {{type: float, low: 0, high: 1}}, s: {{type: float, low: 0, high: 60}}}}
+objectives: {{a: {{goal: maximize}}, b: {{goal: maximize}}}}
+budget: {{max_trials: {len(sleeps)}, parallelism: {parallelism}, max_failures: 0}}
+trial: {{script: {script}, preload: false{extra}}}
+""")
+    store = Store(f"sqlite:///{tmp_path}/{name}.db", create=True)
+    exp = store.create_experiment(name, spec_to_dict(spec), str(tmp_path / name))
+    points = [{"x": 0.1 * (k + 1), "s": s} for k, s in enumerate(sleeps)]
+    return store, exp, spec, CandidateGenerator(lambda: ListOptimizer(points, []))
+
+
+def in_thread(orch: Orchestrator) -> tuple[threading.Thread, dict[str, Any]]:
+    out: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: out.setdefault("summary", orch.run()), daemon=True)
+    t.start()
+    return t, out
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.05)
+    return value
+
+
+def statuses(store: Store, exp_id: int) -> list[str]:
+    return [t.status.value for t in store.list_trials(exp_id)]
+
+
+def test_an_unreachable_scheduler_is_a_wait_not_a_failure(tmp_path: Path) -> None:
+    store, exp, spec, gen = experiment(tmp_path, "outage", [1.0, 1.0, 0.5, 0.5], parallelism=2)
+    runner = Outage()
+    orch = Orchestrator(store, exp, spec, runner, gen, metrics_interval=0.1,
+                        settings=ControlSettings(poll_interval=0.1, unreachable_timeout=600))
+    thread, out = in_thread(orch)
+    wait_for("two running trials", lambda: statuses(store, exp.id).count("RUNNING") == 2)
+    runner.down.set()
+    time.sleep(3.0)  # both trials' processes end during the outage; nobody can tell the loop
+    during = store.list_trials(exp.id)
+    view = status_view(store, "outage")
+    runner.down.clear()
+    thread.join(60)
+    assert not thread.is_alive()
+    # during the outage: the running trials stayed RUNNING, the next candidates waited (not FAILED)
+    assert [t.status for t in during][:2] == [TrialStatus.RUNNING, TrialStatus.RUNNING]
+    assert all(t.status in (TrialStatus.RUNNING, TrialStatus.CANDIDATE) for t in during)
+    assert view["scheduler_unreachable"]["scheduler"] == "testcluster"
+    assert view["scheduler_unreachable"]["since"].endswith("Z")
+    assert "does not answer" in view["scheduler_unreachable"]["error"]
+    # afterwards: the whole budget, nothing failed, each trial submitted once
+    summary = out["summary"]
+    assert summary.status == ExperimentStatus.COMPLETED, summary.reason
+    assert statuses(store, exp.id) == ["COMPLETED"] * 4 and runner.submits == 4
+    kinds = [e.message for e in store.events(exp.id, kinds=[SCHEDULER_EVENT])]
+    assert len(kinds) == 2 and "unreachable" in kinds[0] and "answers again" in kinds[1]
+    assert status_view(store, "outage")["scheduler_unreachable"] is None
+
+
+def test_submissions_wait_for_the_scheduler_with_a_pause_between_tries(tmp_path: Path) -> None:
+    store, exp, spec, gen = experiment(tmp_path, "nosubmit", [0.2, 0.2], parallelism=2)
+    runner = Outage()
+    runner.down.set()  # down from the start: every submission fails
+    orch = Orchestrator(store, exp, spec, runner, gen, metrics_interval=0.1,
+                        settings=ControlSettings(poll_interval=0.1, unreachable_timeout=600))
+    thread, out = in_thread(orch)
+    wait_for("two recorded candidates", lambda: len(store.list_trials(exp.id)) == 2)
+    time.sleep(7.0)  # a first try, then one more after the first pause (5 s)
+    tries = runner.refused
+    assert statuses(store, exp.id) == ["CANDIDATE", "CANDIDATE"]
+    runner.down.clear()
+    thread.join(60)
+    assert 1 <= tries <= 3, tries  # tried again after a pause, not at every 0.1 s tick
+    assert out["summary"].status == ExperimentStatus.COMPLETED
+    assert statuses(store, exp.id) == ["COMPLETED", "COMPLETED"] and runner.submits == 2
+
+
+def test_an_outage_longer_than_unreachable_timeout_stops_the_experiment_resumably(tmp_path: Path) -> None:
+    store, exp, spec, gen = experiment(tmp_path, "longout", [0.3, 0.3, 0.3], parallelism=1)
+    runner = Outage()
+    orch = Orchestrator(store, exp, spec, runner, gen, metrics_interval=0.1,
+                        settings=ControlSettings(poll_interval=0.1, unreachable_timeout=1.5))
+    thread, out = in_thread(orch)
+    wait_for("a running trial", lambda: "RUNNING" in statuses(store, exp.id))
+    runner.down.set()
+    thread.join(60)
+    summary = out["summary"]
+    assert summary.status == ExperimentStatus.STOPPED
+    assert "testcluster scheduler has been unreachable since" in (summary.reason or "")
+    assert "runner.cfg.unreachable_timeout" in (summary.reason or "") and "nasctl resume longout" in summary.reason
+    assert store.get_experiment("longout").status == ExperimentStatus.STOPPED
+    assert "FAILED" not in statuses(store, exp.id)  # the running trial was left running, not failed
+    # the cluster is back: a resume finishes the budget with what was there
+    runner.down.clear()
+    exp = store.get_experiment("longout")
+    proposed = len(store.list_trials(exp.id))
+    gen2 = CandidateGenerator(lambda: _skipping(proposed))
+    again = Orchestrator(store, exp, spec, runner, gen2, metrics_interval=0.1,
+                         settings=ControlSettings(poll_interval=0.1))
+    assert again.run().status == ExperimentStatus.COMPLETED
+    assert statuses(store, exp.id) == ["COMPLETED"] * 3
+
+
+def _skipping(n: int) -> ListOptimizer:
+    """A list optimizer that already proposed its first `n` points (a resumed one)."""
+    opt = ListOptimizer([{"x": 0.1 * (k + 1), "s": 0.3} for k in range(3)], [])
+    opt.n = n
+    return opt
+
+
+def test_a_job_is_lost_only_after_lost_after_seconds_of_unknown_in_a_row(tmp_path: Path) -> None:
+    # trial 0: UNKNOWN for 1 s (less than lost_after), then known again: it completes, not lost.
+    # trial 1: UNKNOWN from its start on: lost after 2.5 s, cancelled, retried in a second attempt.
+    store, exp, spec, gen = experiment(tmp_path, "lost", [2.0, 30.0], parallelism=2, extra=", max_retries: 1")
+    runner = Outage()
+    orch = Orchestrator(store, exp, spec, runner, gen, metrics_interval=0.1,
+                        settings=ControlSettings(poll_interval=0.1, lost_after=2.5))
+    thread, out = in_thread(orch)
+    trials = wait_for("two running trials", lambda: [t for t in store.list_trials(exp.id) if t.job_handle]
+                      if statuses(store, exp.id).count("RUNNING") == 2 else None)
+    first, second = (t.job_handle or "" for t in sorted(trials, key=lambda t: t.index))
+    runner.forgotten |= {first, second}
+    t0 = time.monotonic()
+    time.sleep(1.0)
+    runner.forgotten.discard(first)  # known again before lost_after: the count starts over
+    retried = wait_for("trial 1's second attempt", lambda: next(
+        (t for t in store.list_trials(exp.id) if t.index == 1 and len(t.attempts) == 2), None), timeout=30)
+    lost_at = time.monotonic() - t0
+    runner.forgotten.discard(second)
+    assert lost_at >= 2.5  # not before lost_after
+    first_attempt = retried.attempts[0]
+    assert first_attempt["failure_class"] == "infrastructure" and "was lost" in first_attempt["reason"]
+    assert second in runner.cancelled  # the lost job is cancelled before its attempt ends
+    assert first not in runner.cancelled
+    wait_for("trial 0 completed", lambda: store.list_trials(exp.id)[0].status == TrialStatus.COMPLETED)
+    orch.request_stop("test done", cancel=True)  # trial 1's second attempt would sleep its 30 s
+    thread.join(60)
+    t0_rec = store.list_trials(exp.id)[0]
+    assert t0_rec.status == TrialStatus.COMPLETED and len(t0_rec.attempts) == 1
+
+
+# --- settings ------------------------------------------------------------------------------------
+
+def test_runner_cfg_control_settings_and_their_defaults() -> None:
+    local = get_runner("local_cwd", {"poll_interval": 0.5})
+    assert runner_settings(local, {"poll_interval": 0.5}) == ControlSettings(0.5, 600.0, 1800.0)
+    assert runner_settings(local, {}).poll_interval == 0.25  # local processes: fast
+    slurm = get_runner("slurm", {"lost_after": 120, "unreachable_timeout": 60, "partition": "debug"})
+    settings = runner_settings(slurm, {"lost_after": 120, "unreachable_timeout": 60})
+    assert settings == ControlSettings(5.0, 120.0, 60.0)  # a cluster: gentle
+    assert "lost_after" not in slurm.cfg and slurm.cfg.get("partition") == "debug"  # not passed to TorchX
+    for bad in ({"poll_interval": 0}, {"poll_interval": "fast"}, {"lost_after": -1}, {"unreachable_timeout": True},
+                {"poll_interval": float("nan")}):
+        with pytest.raises(SpecError, match=f"runner.cfg.{next(iter(bad))} must be a number of seconds"):
+            get_runner("local_cwd", bad)
+
+
+def test_a_bad_control_setting_is_a_one_line_error_with_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("")
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: badpoll\nsearch_space: {x: {type: float, low: 0, high: 1}}\n"
+                    "objectives: {a: {goal: maximize}}\nbudget: {max_trials: 1}\ntrial: {script: t.py}\n"
+                    "runner: {scheduler: local_cwd, cfg: {poll_interval: -2}}\n")
+    p = run_cli("run", str(spec), "--db", f"sqlite:///{tmp_path}/b.db", cwd=tmp_path)
+    assert p.returncode == 2
+    lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "runner.cfg.poll_interval must be a number of seconds" in lines[0], p.stderr
+    assert "e.g. poll_interval: 5" in lines[0]
+
+
+def test_only_cheap_schedulers_are_polled_faster_near_a_trials_expected_end() -> None:
+    durations, started, now = [10.0], [0.0], 9.0  # past 80% of the median trial
+    assert sleep_seconds(0.25, False, durations, started, now) == FAST_POLL_SECONDS  # local: yes
+    assert sleep_seconds(5.0, False, durations, started, now) == 5.0  # a cluster: no
+    assert sleep_seconds(0.25, False, durations, started, 1.0) == 0.25  # not near its end: no
+
+
+# --- the service's pooled status queries ---------------------------------------------------------
+
+class Counting(Runner):
+    """Answers RUNNING for every job, counting queries; `down` makes it unreachable."""
+
+    scheduler = "counting"
+    shared_status = True
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.down = False
+
+    def dryrun(self, request: JobRequest) -> str:
+        return ""
+
+    def submit(self, request: JobRequest) -> SubmittedJob:
+        raise NotImplementedError
+
+    def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
+        self.calls.append(sorted(j.handle for j in jobs))
+        if self.down:
+            raise SchedulerUnreachable("down")
+        return {j.handle: JobStatus(JobState.RUNNING) for j in jobs}
+
+    def cancel(self, job: SubmittedJob) -> None: ...
+
+    def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
+        return ""
+
+    def find(self, request: JobRequest) -> SubmittedJob | None:
+        return None
+
+
+def test_the_service_asks_the_scheduler_once_per_poll_for_every_experiment() -> None:
+    clock = [0.0]
+    pool = StatusPool(clock=lambda: clock[0])
+    inner = Counting()
+    loops = [pool.share(inner, {"partition": "debug"}, 5.0) for _ in range(3)]
+    jobs = [[SubmittedJob(f"c://{k}-{i}") for i in range(2)] for k in range(3)]
+    for runner, mine in zip(loops, jobs):  # each loop asks for its own jobs once
+        assert set(runner.status(mine)) == {j.handle for j in mine}
+    # first ask: one query; the 2nd and 3rd loops bring new jobs, so each forces one: 3 queries ...
+    assert len(inner.calls) == 3
+    for _ in range(10):  # ... then, a poll interval later, one query answers all three loops
+        clock[0] += 5.0
+        for runner, mine in zip(loops, jobs):
+            runner.status(mine)
+    assert len(inner.calls) == 13 and all(len(c) == 6 for c in inner.calls[3:])
+    # an unreachable scheduler is asked once per interval too, and every loop hears it
+    clock[0] += 5.0
+    inner.down = True
+    for runner, mine in zip(loops, jobs):
+        with pytest.raises(SchedulerUnreachable):
+            runner.status(mine)
+    assert len(inner.calls) == 14
+    # another configuration (or a cheap local runner) is not pooled with these
+    other = pool.share(inner, {"partition": "gpu"}, 5.0)
+    inner.down = False
+    other.status([SubmittedJob("c://x")])
+    assert inner.calls[-1] == ["c://x"]
+    local = get_runner("local_cwd")
+    assert pool.share(local, {}, 0.25) is local
