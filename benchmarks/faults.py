@@ -2,7 +2,7 @@
 training again what it had done, running twice, leaving jobs behind or needing
 a person?
 
-    PYTHONPATH=$PWD python benchmarks/faults.py [--faults requeue,node-down,time-limit,scancel,sigkill]
+    PYTHONPATH=$PWD python benchmarks/faults.py [--faults requeue,node-down,time-limit,scancel,sigkill,daemons-down,ctld-queued]
         [--repeats 3] [--epochs 8] [--epoch-seconds 3] [--out benchmarks/results/faults]
 
 Each fault, `--repeats` times, on a fresh experiment (its own SQLite database and
@@ -20,7 +20,11 @@ lands inside an epoch) and the run is waited for:
   inside one allocation; `trial.retry_on: [infrastructure, timeout]`;
 - scancel: `scancel` of that trial's job by hand (class cancelled: not retried
   by default, so that trial is expected not to complete);
-- sigkill: SIGKILL of the trial's training process on the local runner.
+- sigkill: SIGKILL of the trial's training process on the local runner;
+- daemons-down: slurmctld and slurmdbd stopped (scripts/slurm-local.sh stop) for
+  45 s, then started again (`up`): nobody can be asked about the running jobs;
+- ctld-queued: slurmctld stopped 30 s from before `nasctl run` starts, so every
+  submission fails until it is back: the candidates must wait, not fail.
 
 Slurm holds a requeued job about two minutes (BeginTime) before it runs again;
 the harness releases every job of the experiment held that way for 3 s
@@ -89,6 +93,9 @@ class Fault:
     what: str
     retry_on: tuple[str, ...] = ("infrastructure",)
     completes: bool = True  # whether every trial is expected to complete
+    stop: tuple[str, ...] = ()  # Slurm daemons stopped (scripts/slurm-local.sh stop) for `outage_s`
+    outage_s: float = 0.0
+    before_start: bool = False  # stopped before `nasctl run` starts: candidates wait to be submitted
 
 
 FAULTS = {f.name: f for f in (
@@ -97,7 +104,12 @@ FAULTS = {f.name: f for f in (
     Fault("time-limit", "slurm", "past its time limit (time 1 min, signal USR1@30)", ("infrastructure", "timeout")),
     Fault("scancel", "slurm", "scancel of a running job by hand", completes=False),
     Fault("sigkill", "local_cwd", "SIGKILL of the training process"),
+    Fault("daemons-down", "slurm", "slurmctld and slurmdbd stopped for 45 s mid-run",
+          stop=("slurmctld", "slurmdbd"), outage_s=45.0),
+    Fault("ctld-queued", "slurm", "slurmctld stopped for 30 s while the candidates wait to be submitted",
+          stop=("slurmctld",), outage_s=30.0, before_start=True),
 )}
+SLURM_LOCAL = str(ROOT / "scripts" / "slurm-local.sh")
 
 
 @dataclass
@@ -229,6 +241,9 @@ def inject(run: Run, fault: Fault, trial: Path) -> None:
         run.injected.update(command=f"kill -KILL {launch['child_pid']}", at=time.time())
         os.kill(int(launch["child_pid"]), signal.SIGKILL)
         return
+    if fault.stop:
+        stop_daemons(run, fault)
+        return
     node = next((j["node"] for j in squeue() if j["id"] == job_id), "")
     cmd = {"requeue": ["scontrol", "requeue", job_id],
            "node-down": ["scontrol", "update", f"nodename={node}", "state=down", "reason=faults"],
@@ -239,14 +254,36 @@ def inject(run: Run, fault: Fault, trial: Path) -> None:
         run.errors.append(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
 
 
+def stop_daemons(run: Run, fault: Fault) -> None:
+    cmd = [SLURM_LOCAL, "stop", *fault.stop]
+    run.injected.update(command=" ".join(["slurm-local.sh", "stop", *fault.stop]), at=time.time())
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        run.errors.append(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
+
+
+def daemons_up(run: Run) -> None:
+    """Start the stopped daemons again (`slurm-local.sh up` starts only what is not running)."""
+    p = subprocess.run([SLURM_LOCAL, "up"], capture_output=True, text=True, timeout=300)
+    run.injected["restored_at"] = time.time()
+    if p.returncode != 0:
+        run.errors.append(f"slurm-local.sh up: exit {p.returncode}: {p.stderr.strip()[-300:]}")
+
+
 def wait_for_end(run: Run, fault: Fault, proc: subprocess.Popen[str], deadline: float) -> bool:
-    """Poll until `proc` ends (True) or the deadline passes (False), releasing held jobs
-    and resuming the node this run set down."""
+    """Poll until `proc` ends (True) or the deadline passes (False), releasing held jobs,
+    resuming the node this run set down and starting the daemons it stopped."""
     first_seen: dict[str, float] = {}
     node_back = fault.name != "node-down"
     while proc.poll() is None:
         if time.monotonic() > deadline:
             return False
+        if fault.stop and "restored_at" not in run.injected and run.injected.get("at") and (
+                time.time() - run.injected["at"] >= fault.outage_s):
+            daemons_up(run)
+        if fault.stop and "restored_at" not in run.injected:
+            time.sleep(1.0)
+            continue  # nothing to ask the controller while it is down
         if fault.scheduler == "slurm":
             release_holds(run.name, first_seen, run.released_holds)
         if not node_back and time.time() - run.injected.get("at", 0) >= NODE_DOWN_S:
@@ -265,17 +302,21 @@ def execute(run: Run, fault: Fault, timeout: float) -> None:
     folder = Path(run.folder)
     folder.mkdir(parents=True)
     write_spec(folder / "spec.yaml", run.name, fault, run.epochs, run.epoch_seconds)
+    if fault.before_start:
+        stop_daemons(run, fault)
     t0 = time.monotonic()
     proc = nasctl(run, "run", "spec.yaml", "--workdir", str(folder / "work"))
-    trial = first_checkpoint(run, proc, 180.0)
-    if trial is None:
+    trial = None if fault.before_start else first_checkpoint(run, proc, 180.0)
+    if fault.before_start:
+        pass  # made before the run started
+    elif trial is None:
         run.errors.append("no trial saved a checkpoint within 180 s" if proc.poll() is None else
                           f"nasctl run ended (exit {proc.returncode}) before any checkpoint")
-    elif fault.name != "time-limit":
+    elif fault.name == "time-limit":
+        run.injected = {"trial": None, "at": None, "command": "(none: the time limit)"}
+    else:
         time.sleep(run.epoch_seconds / 2)
         inject(run, fault, trial)
-    else:
-        run.injected = {"trial": None, "at": None, "command": "(none: the time limit)"}
     ended = wait_for_end(run, fault, proc, t0 + timeout)
     for attempt in range(MAX_RESUMES + 1):
         if not ended:
@@ -426,6 +467,7 @@ def summary(run: Run) -> dict[str, Any]:
     hit_trials = [t for t in run.trials if t["hits"]]
     return {
         "completed": sum(t["status"] == "COMPLETED" for t in run.trials), "hits": len(hit_list),
+        "failed": sum(t["status"] == "FAILED" for t in run.trials),
         "attempts": max((len(t["attempts"]) for t in hit_trials), default=0),
         "restarts": sum(t["slurm_restarts"] for t in run.trials),
         "repeated_s": max(repeated) if repeated else None,
@@ -453,8 +495,8 @@ def verdict(fault: Fault, rows: list[dict[str, Any]], runs: list[Run], epoch_s: 
         missed.append("trials not completed")
     if any((r["repeated_s"] or 0) > epoch_s for r in rows):
         missed.append("training repeated > 1 epoch")
-    for key, what in (("duplicates", "duplicates"), ("overlapping", "overlapping runs"), ("orphans", "orphan jobs"),
-                      ("manual", "manual actions")):
+    for key, what in (("failed", "FAILED trials"), ("duplicates", "duplicates"), ("overlapping", "overlapping runs"),
+                      ("orphans", "orphan jobs"), ("manual", "manual actions")):
         if any(r[key] for r in rows):
             missed.append(what)
     if not fault.completes and missed == ["trials not completed"] and all(r["completed"] == BUDGET - 1 for r in rows):
@@ -463,10 +505,10 @@ def verdict(fault: Fault, rows: list[dict[str, Any]], runs: list[Run], epoch_s: 
 
 
 def table(runs: list[Run], epoch_s: float) -> str:
-    lines = ["| fault | runner | repeats | hits | trials completed | attempts (hit trial) | Slurm restarts | "
-             "training repeated per hit, worst (s) | training discarded (s) | duplicates | overlapping runs | "
-             "orphan jobs | manual actions | run (s) | targets |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| fault | runner | repeats | hits | trials completed | FAILED trials | attempts (hit trial) | "
+             "Slurm restarts | training repeated per hit, worst (s) | training discarded (s) | duplicates | "
+             "overlapping runs | orphan jobs | manual actions | run (s) | targets |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, fault in FAULTS.items():
         mine = [r for r in runs if r.fault == name]
         if not mine:
@@ -478,6 +520,7 @@ def table(runs: list[Run], epoch_s: float) -> str:
 
         completed = spread([r["completed"] for r in rows]) + f" / {BUDGET}"
         lines.append(f"| {name}: {fault.what} | {fault.scheduler} | {len(mine)} | {col('hits')} | {completed} | "
+                     f"{col('failed')} | "
                      f"{col('attempts')} | {col('restarts') if fault.scheduler == 'slurm' else '–'} | "
                      f"{col('repeated_s')} | {col('discarded_s')} | {col('duplicates')} | {col('overlapping')} | "
                      f"{col('orphans')} | {col('manual')} | {col('run_s')} | {verdict(fault, rows, mine, epoch_s)} |")
@@ -530,6 +573,8 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as e:  # one broken run is recorded and the matrix goes on
                 run.errors.append(f"{type(e).__name__}: {e}")
             finally:
+                if fault.stop and "restored_at" not in run.injected:
+                    daemons_up(run)
                 if fault.scheduler == "slurm":
                     clean_up(run)
             s = summary(run) if run.trials else {}
