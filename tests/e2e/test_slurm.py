@@ -34,6 +34,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 def write_spec(directory: Path, name: str, script: str, cfg: dict[str, Any], max_trials: int = 4,
                parallelism: int = 2, max_failures: int = 0) -> Path:
     spec = directory / f"{name}.yaml"
+    cfg = {"poll_interval": 1, **cfg}  # tests wait less than the default 5 s between polls
     spec.write_text(
         f"name: {name}\n"
         "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
