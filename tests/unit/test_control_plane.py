@@ -326,3 +326,34 @@ def test_the_service_asks_the_scheduler_once_per_poll_for_every_experiment() -> 
     assert inner.calls[-1] == ["c://x"]
     local = get_runner("local_cwd")
     assert pool.share(local, {}, 0.25) is local
+
+
+# --- Kubernetes: an API server that does not answer -------------------------------------------------
+
+def test_kubernetes_api_server_gone_is_unreachable_a_refusal_is_not(tmp_path: Path) -> None:
+    import sys
+
+    from kubernetes.client.rest import ApiException
+
+    from nasctl.errors import RunnerError
+    from nasctl.runners.kubernetes import KubernetesRunner, unreachable
+    from tests.k8s_standin import StandInCluster
+    from tests.unit.test_attempt_outcomes import local_request
+
+    with StandInCluster() as cluster:
+        runner = KubernetesRunner({"api_server": cluster.url, "queue": "default", "image": "nasctl:test",
+                                   "log_volume_claim": "logs", "log_mount_path": str(tmp_path),
+                                   "python": sys.executable})
+        job = runner.submit(local_request(tmp_path, "k8s-up", "pass"))
+        assert job.handle in runner.status([job])  # answers while the server is up
+    # the server is gone (connection refused): queries and submissions are a wait
+    with pytest.raises(SchedulerUnreachable, match="API server does not answer"):
+        runner.status([job])
+    with pytest.raises(SchedulerUnreachable, match="was not created"):
+        runner.submit(local_request(tmp_path, "k8s-down", "pass"))
+    runner.close()
+    # HTTP answers: a gateway or an unavailable server is a wait; a refusal is an error
+    assert unreachable(ApiException(status=503)) and unreachable(ApiException(status=504))
+    assert not unreachable(ApiException(status=403)) and not unreachable(ApiException(status=409))
+    assert not unreachable(ValueError("bad manifest"))
+    assert issubclass(SchedulerUnreachable, RunnerError)
