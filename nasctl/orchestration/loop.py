@@ -296,6 +296,7 @@ class Orchestrator:
         """One status query for every running job; act on those that ended. A scheduler
         that cannot be reached leaves them all running (nasctl/orchestration/reach.py)."""
         if not self._running:
+            self.reach.answered(STATUS, time.time(), needed=False)
             return False
         try:
             statuses = self.runner.status([r.job for r in self._running.values()])

@@ -82,8 +82,9 @@ class Reachability:
                                        "error": error.message})
             self._messages.note(f"{self.scheduler} unreachable: trials keep running, candidates wait")
 
-    def answered(self, what: str, now: float) -> None:
-        """A query or a submission reached the scheduler."""
+    def answered(self, what: str, now: float, needed: bool = True) -> None:
+        """A query or a submission reached the scheduler (`needed` False: nothing waits
+        on it any more, say no job is left to ask about)."""
         if what not in self._failing:
             return
         since = self.since
@@ -91,7 +92,8 @@ class Reachability:
         if what == SUBMIT:
             self._backoff, self._next_submit = 0.0, 0.0
         if not self._failing and since is not None:
-            text = f"the {self.scheduler} scheduler answers again after {now - since:.0f}s"
+            text = (f"the {self.scheduler} scheduler answers again after {now - since:.0f}s" if needed else
+                    f"nothing waits on the {self.scheduler} scheduler any more (unreachable for {now - since:.0f}s)")
             self.store.add_event(self.exp.id, SCHEDULER_EVENT, text,
                                  data={"scheduler": self.scheduler, "outage_seconds": round(now - since, 1)})
             self._messages.note(text)
