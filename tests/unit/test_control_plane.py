@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime, timezone
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,8 @@ def test_an_unreachable_scheduler_is_a_wait_not_a_failure(tmp_path: Path) -> Non
     time.sleep(3.0)  # both trials' processes end during the outage; nobody can tell the loop
     during = store.list_trials(exp.id)
     view = status_view(store, "outage")
+    human = run_cli("status", "outage", "--db", f"sqlite:///{tmp_path}/outage.db", env={"COLUMNS": "200"}).stdout
+    api, metrics = dashboard_and_metrics(store, tmp_path)
     runner.down.clear()
     thread.join(60)
     assert not thread.is_alive()
@@ -137,6 +140,11 @@ def test_an_unreachable_scheduler_is_a_wait_not_a_failure(tmp_path: Path) -> Non
     assert view["scheduler_unreachable"]["scheduler"] == "testcluster"
     assert view["scheduler_unreachable"]["since"].endswith("Z")
     assert "does not answer" in view["scheduler_unreachable"]["error"]
+    assert "testcluster unreachable since" in human and "trials keep running, candidates wait" in human
+    assert api["scheduler_unreachable"] == view["scheduler_unreachable"]
+    since = datetime.fromisoformat(view["scheduler_unreachable"]["since"].rstrip("Z")).replace(tzinfo=timezone.utc)
+    assert (f'nasctl_scheduler_unreachable_since_seconds{{experiment="outage",scheduler="testcluster"}} '
+            f'{since.timestamp():.0f}') in metrics
     # afterwards: the whole budget, nothing failed, each trial submitted once
     summary = out["summary"]
     assert summary.status == ExperimentStatus.COMPLETED, summary.reason
@@ -144,6 +152,23 @@ def test_an_unreachable_scheduler_is_a_wait_not_a_failure(tmp_path: Path) -> Non
     kinds = [e.message for e in store.events(exp.id, kinds=[SCHEDULER_EVENT])]
     assert len(kinds) == 2 and "unreachable" in kinds[0] and "answers again" in kinds[1]
     assert status_view(store, "outage")["scheduler_unreachable"] is None
+
+
+def dashboard_and_metrics(store: Store, tmp_path: Path) -> tuple[dict[str, Any], str]:
+    """The dashboard API's experiment summary and the service's /metrics text, from the store."""
+    from fastapi.testclient import TestClient
+
+    from nasctl.server.routes import metrics_text
+    from nasctl.server.supervisor import Supervisor
+    from nasctl.web import create_app
+
+    with TestClient(create_app(store)) as client:
+        api = client.get("/api/experiments/outage").json()
+    sup = Supervisor(store.url, str(tmp_path / "svc"))
+    try:
+        return api, metrics_text(sup)
+    finally:
+        sup.store.close()
 
 
 def test_submissions_wait_for_the_scheduler_with_a_pause_between_tries(tmp_path: Path) -> None:
@@ -357,3 +382,22 @@ def test_kubernetes_api_server_gone_is_unreachable_a_refusal_is_not(tmp_path: Pa
     assert not unreachable(ApiException(status=403)) and not unreachable(ApiException(status=409))
     assert not unreachable(ValueError("bad manifest"))
     assert issubclass(SchedulerUnreachable, RunnerError)
+
+
+# --- what the user sees ------------------------------------------------------------------------------
+
+def test_live_display_says_since_when_the_scheduler_is_unreachable() -> None:
+    from rich.console import Console
+
+    from nasctl.console import ProgressDisplay
+    from nasctl.orchestration.progress import Progress
+
+    since = time.mktime((2026, 11, 26, 21, 40, 2, 0, 0, -1))
+    p = Progress("e", 8, 2, {"RUNNING": 2}, 0.0, [], False, 0.0, 3.0, None, scheduler="slurm",
+                 unreachable_since=since)
+    console = Console(record=True, width=140)
+    console.print(ProgressDisplay(enabled=False)._render(p))
+    assert "slurm unreachable since 21:40:02: trials keep running, candidates wait" in console.export_text()
+    console = Console(record=True, width=140)
+    console.print(ProgressDisplay(enabled=False)._render(Progress("e", 8, 2, {}, 0.0, [], False, 0.0, 3.0, None)))
+    assert "unreachable" not in console.export_text()
