@@ -11,18 +11,30 @@ A lease is stale (free to take over) when its owner's heartbeat is older than
 the lease's limit, or when its owner runs on this host and is known to be
 dead. An owner on another host cannot be checked from here: only its
 heartbeat can free its lease.
+
+The host part is the machine's host name, or `NASCTL_HOSTNAME` when set: the
+name this process gives itself in leases (for containers or pods whose host
+names collide, and for tests that play two hosts on one machine). Owners
+whose host part differs from this process's are on "another host".
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 LEASE_STALE_SECONDS = 30.0
 """How old an orchestrator's heartbeat may be before its experiment's lease is stale."""
+
+SERVICE_STALE_SECONDS = 15.0
+"""How old the service's heartbeat (renewed each second) may be before a standby takes
+its lease, and how old the heartbeat of an experiment that service drove may then be
+before its lease is stale too (`experiment_stale_after`)."""
+
+HOSTNAME_ENV = "NASCTL_HOSTNAME"
 
 IsAlive = Callable[[str], bool | None]
 """Says of an owner: True alive, False known dead, None cannot tell from here."""
@@ -65,7 +77,7 @@ class LeaseOwner:
         """This process."""
         import psutil
 
-        return cls(socket.gethostname(), os.getpid(), psutil.Process().create_time())
+        return cls(host_name(), os.getpid(), psutil.Process().create_time())
 
     def __str__(self) -> str:
         """The text stored as the lease's owner (`host:pid:start`, the start to the millisecond)."""
@@ -76,7 +88,7 @@ class LeaseOwner:
 
     @property
     def on_this_host(self) -> bool:
-        return self.host == socket.gethostname()
+        return self.host == host_name()
 
     def alive(self) -> bool | None:
         """True when the owner's process runs, False when it is known dead (on this
@@ -93,6 +105,11 @@ class LeaseOwner:
             return self.started is None or abs(proc.create_time() - self.started) < 0.01
         except psutil.Error:
             return False
+
+
+def host_name() -> str:
+    """The host part of this process's lease owners: `NASCTL_HOSTNAME` when set, else the host name."""
+    return os.environ.get(HOSTNAME_ENV) or socket.gethostname()
 
 
 def owner_id() -> str:
@@ -142,7 +159,38 @@ def lease_stale(
     return not owner or heartbeat_stale(heartbeat, stale_after, now) or owner_dead(owner, is_alive)
 
 
+def service_lease_stale(owner: str | None, heartbeat: datetime | None, *, now: datetime | None = None,
+                        is_alive: IsAlive | None = owner_alive) -> bool:
+    """May a standby take the service's lease? `lease_stale` with `SERVICE_STALE_SECONDS`:
+    nobody holds it, its heartbeat is that old, or its owner is known dead."""
+    return lease_stale(owner, heartbeat, SERVICE_STALE_SECONDS, now=now, is_alive=is_alive)
+
+
+def experiment_stale_after(owner: str | None, replaced_services: Collection[str] = ()) -> float:
+    """After how many seconds without a heartbeat is an experiment lease held by `owner` stale?
+
+    `LEASE_STALE_SECONDS`, except for an owner that is a service this one replaced
+    because its service lease went stale (`replaced_services`): that process had
+    stopped beating as a service, so its experiments' heartbeats (every 5 s) need to
+    be missing for only `SERVICE_STALE_SECONDS` too. A takeover after the active
+    service died on another host then takes about `SERVICE_STALE_SECONDS` in all,
+    not that plus `LEASE_STALE_SECONDS`; an orchestrator of that process that
+    still beats keeps its lease.
+    """
+    return SERVICE_STALE_SECONDS if owner and owner in replaced_services else LEASE_STALE_SECONDS
+
+
+def experiment_lease_stale(owner: str | None, heartbeat: datetime | None, *,
+                           replaced_services: Collection[str] = (), now: datetime | None = None,
+                           is_alive: IsAlive | None = owner_alive) -> bool:
+    """May a service take over an experiment whose lease this is? `lease_stale` with
+    `experiment_stale_after(owner, replaced_services)`."""
+    return lease_stale(owner, heartbeat, experiment_stale_after(owner, replaced_services), now=now,
+                       is_alive=is_alive)
+
+
 __all__ = [
-    "LEASE_STALE_SECONDS", "IsAlive", "LeaseOwner", "heartbeat_stale", "lease_stale", "owner_alive", "owner_dead",
-    "owner_id", "utcnow",
+    "HOSTNAME_ENV", "LEASE_STALE_SECONDS", "SERVICE_STALE_SECONDS", "IsAlive", "LeaseOwner", "experiment_lease_stale",
+    "experiment_stale_after", "heartbeat_stale", "host_name", "lease_stale", "owner_alive", "owner_dead", "owner_id",
+    "service_lease_stale", "utcnow",
 ]

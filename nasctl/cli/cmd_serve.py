@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from nasctl.cli.cmd_web import LOOPBACK_NAMES, is_loopback
 from nasctl.cli.options import db_option
 from nasctl.errors import BadInputError
+
+if TYPE_CHECKING:
+    from nasctl.server import Supervisor
 
 SWITCH_INTERVAL_S = 0.001
 """The service's interpreter switch interval (`sys.setswitchinterval`; Python's default is 0.005)."""
@@ -29,7 +33,14 @@ SWITCH_INTERVAL_S = 0.001
 def command(db: str | None, host: str, port: int, token: str | None, workdir: str | None,
             max_experiments: int) -> None:
     """Run the service: drive every experiment of the database, take over those whose
-    orchestrator died, start submitted ones, and serve the dashboard and API."""
+    orchestrator died, start submitted ones, and serve the dashboard and API.
+
+    One service per database is active (it holds the service lease). Another
+    `nasctl serve` on the same database (another host, or another port) waits as a
+    standby: it serves the dashboard and API read-only, refuses writes with the
+    active one's URL, and takes over the lease and every experiment when the active
+    one stops (at once after its SIGTERM; within about 15 s after a kill or the loss
+    of its host). SQLite: standbys on the same host only."""
     import uvicorn
 
     from nasctl.orchestration.control import default_work_root
@@ -62,8 +73,25 @@ def command(db: str | None, host: str, port: int, token: str | None, workdir: st
         app = create_service_app(sup, token=token, allowed_hosts=[*LOOPBACK_NAMES, host] if loopback else None)
         click.echo(f"nasctl serve on {url}  (database {sup.store.display_url}, up to {max_experiments} "
                    f"experiments at once, {len(sup.driven())} driven now)")
+        click.echo(role_line(sup))
         click.echo("read-only" if not token else "submit/stop/resume/cancel enabled for requests carrying the token")
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
+        was_active = sup.active
         sup.close()
-        click.echo("nasctl serve stopped; running trials keep running and are re-attached at the next start")
+        click.echo("nasctl serve stopped; running trials keep running and are re-attached by the next active service"
+                   if was_active else "nasctl serve (standby) stopped")
+
+
+def role_line(sup: Supervisor) -> str:
+    """The service's role at start, for its output."""
+    if sup.active:
+        return "active: this service holds the lease of the database and drives its experiments"
+    lease = sup.active_lease
+    if lease is None:
+        return "standby: no service holds the lease of this database now; taking it at the next tick"
+    from nasctl.leases import LeaseOwner
+
+    holder = LeaseOwner.parse(lease.owner)
+    return (f"standby: the service of this database is {lease.url or 'at an unrecorded URL'} "
+            f"({holder.host}, pid {holder.pid}); taking over when it stops; writes here are refused")

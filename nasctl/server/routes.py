@@ -5,9 +5,15 @@
   201 with the queued experiment; 400 for a spec that `nasctl run` would refuse
   (same one-line message), 409 for a name in use.
 - `POST /api/experiments/{name}/resume` (token): queue a stopped or failed one.
-- `GET /api/service`: the service's host, pid, database, slots, driven experiments.
-- `GET /healthz`: 200 while the supervisor ticks and the database answers, else 503.
+- `GET /api/service`: the service's host, pid, role, database, slots, driven
+  experiments, and the active service (itself, or the one a standby waits for).
+- `GET /healthz`: 200 while the supervisor ticks and the database answers, else
+  503; says the role (`active` or `standby`) and the active service's URL.
 - `GET /metrics`: Prometheus text format (see `metrics_text`).
+
+A standby answers every write (any of the above, and the dashboard's stop,
+cancel, notes, rename, delete) with 503 and the active service's URL
+(`create_service_app`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from fastapi import APIRouter, Body, Header, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from nasctl.errors import BadInputError, LeaseError, NasctlError
+from nasctl.leases import LeaseOwner
 from nasctl.orchestration import views
 from nasctl.server.supervisor import Supervisor
 from nasctl.spec import apply_overrides, parse_spec_in, spec_changes
@@ -56,7 +63,10 @@ def submit(
     budget = {"max_trials": body["max_trials"]} if body.get("max_trials") is not None else {}
     changes = spec_changes(body.get("name") or None, **budget)
     spec = apply_overrides(parse_spec_in(text, folder, source=source), changes, folder=folder, source=source)
-    exp = supervisor(request).submit(spec)
+    try:
+        exp = supervisor(request).submit(spec)
+    except LeaseError as e:  # stopping (a standby's writes never get here)
+        raise ConflictError(e.message, e.hint) from None
     return {"name": exp.name, "status": exp.status.value, "work_dir": exp.work_dir}
 
 
@@ -76,24 +86,42 @@ def resume(
     return {"name": exp.name, "status": exp.status.value}
 
 
-@router.get("/api/service", summary="The service: host, pid, database, slots and what it drives")
+@router.get("/api/service", summary="The service: host, pid, role, database, slots and what it drives")
 def service_info(request: Request) -> dict[str, Any]:
     sup = supervisor(request)
-    return {"host": socket.gethostname(), "pid": os.getpid(), "database": sup.store.display_url,
+    return {"host": socket.gethostname(), "pid": os.getpid(), "owner": sup.owner, "role": sup.role,
+            "active_service": _active_view(sup), "database": sup.store.display_url,
             "max_experiments": sup.max_experiments, "driven": sup.driven(), "work_root": sup.work_root,
-            "started_at": datetime.fromtimestamp(sup.started_at, timezone.utc).isoformat()}
+            "started_at": _iso(sup.started_at), "active_since": _iso(sup.active_since)}
 
 
-@router.get("/healthz", summary="200 while the service drives and its database answers", include_in_schema=True)
+@router.get("/healthz", summary="200 while the service ticks and its database answers; its role", include_in_schema=True)
 def healthz(request: Request) -> JSONResponse:
     sup = supervisor(request)
     try:
         sup.store.service_lease()
     except NasctlError as e:
-        return JSONResponse({"status": "unhealthy", "error": e.message}, status_code=_status_of(e))
+        return JSONResponse({"status": "unhealthy", "role": sup.role, "error": e.message}, status_code=_status_of(e))
     if not sup.healthy:
-        return JSONResponse({"status": "unhealthy", "error": "the supervisor is not running"}, status_code=503)
-    return JSONResponse({"status": "ok", "driven": len(sup.driven())})
+        return JSONResponse({"status": "unhealthy", "role": sup.role, "error": "the supervisor is not running"},
+                            status_code=503)
+    active = _active_view(sup)
+    return JSONResponse({"status": "ok", "role": sup.role, "active": active["url"] if active else None,
+                         "driven": len(sup.driven())})
+
+
+def _active_view(sup: Supervisor) -> dict[str, Any] | None:
+    """The active service as this one last read the lease (None: no service holds it)."""
+    lease = sup.active_lease
+    if lease is None:
+        return None
+    holder = LeaseOwner.parse(lease.owner)
+    return {"url": lease.url, "host": holder.host, "pid": holder.pid, "owner": lease.owner,
+            "heartbeat": lease.heartbeat.replace(tzinfo=timezone.utc).isoformat()}
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat()
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
@@ -124,6 +152,9 @@ def metrics_text(sup: Supervisor) -> str:
         "# HELP nasctl_trials Trials in the database by state.",
         "# TYPE nasctl_trials gauge",
         *[f'nasctl_trials{{state="{k}"}} {v}' for k, v in trials.items()],
+        "# HELP nasctl_service_active 1 while this service holds the lease and drives, 0 while it is a standby.",
+        "# TYPE nasctl_service_active gauge",
+        f"nasctl_service_active {int(sup.active)}",
         "# HELP nasctl_driven_experiments Experiments this service drives now.",
         "# TYPE nasctl_driven_experiments gauge",
         f"nasctl_driven_experiments {len(sup.driven())}",

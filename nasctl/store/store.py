@@ -476,6 +476,23 @@ class Store:
             s.add(EventRow(experiment_id=experiment_id, time=now, kind="status", message=msg))
 
     @retrying
+    def restore_running(self, experiment_id: int, reason: str) -> bool:
+        """Put a STOPPED experiment back to RUNNING (a service handing back what it
+        drove, for the next service to take over); False, and nothing changed, when it
+        is no longer STOPPED (it completed, failed or was resumed meanwhile)."""
+        now = utcnow()
+        with self._session() as s:
+            res = s.execute(update(ExperimentRow)
+                            .where(ExperimentRow.id == experiment_id,
+                                   ExperimentRow.status == ExperimentStatus.STOPPED.value)
+                            .values(status=ExperimentStatus.RUNNING.value, status_reason=reason, updated_at=now))
+            if not rowcount(res):
+                return False
+            s.add(EventRow(experiment_id=experiment_id, time=now, kind="status",
+                           message=f"experiment running: {reason}"))
+            return True
+
+    @retrying
     def set_work_dir(self, experiment_id: int, work_dir: str) -> bool:
         """Move where new trials of the experiment put their files, with a `moved`
         event; True if it moved, False (and no event) if it already was `work_dir`."""
@@ -546,15 +563,19 @@ class Store:
     # --- the service's lease -------------------------------------------------
     @retrying
     def acquire_service_lease(self, owner: str, url: str | None, stale_after: float,
-                              is_alive: IsAlive) -> None:
+                              is_alive: IsAlive) -> str | None:
         """Become the service driving this database, unless a live one is (fresh
         heartbeat, and `is_alive` does not say its process is gone).
 
+        Returns:
+            The owner whose stale lease was taken over; None when the lease was
+            free or already `owner`'s.
+
         Raises:
-            LeaseError: another service holds it (exit 2, naming its host and pid).
+            LeaseError: another service holds it (naming its host, pid and URL).
         """
         try:
-            self._take_service_lease(owner, url, stale_after, is_alive)
+            return self._take_service_lease(owner, url, stale_after, is_alive)
         except (IntegrityError, OperationalError) as e:
             # another service inserted the first lease row at the same moment: on
             # PostgreSQL no lock covers a row that is not there yet (the second
@@ -562,9 +583,10 @@ class Store:
             # transaction is rolled back. Decide again, against its row.
             if isinstance(e, OperationalError) and not _says(e, ("deadlock",)):
                 raise
-            self._take_service_lease(owner, url, stale_after, is_alive)
+            return self._take_service_lease(owner, url, stale_after, is_alive)
 
-    def _take_service_lease(self, owner: str, url: str | None, stale_after: float, is_alive: IsAlive) -> None:
+    def _take_service_lease(self, owner: str, url: str | None, stale_after: float,
+                            is_alive: IsAlive) -> str | None:
         now = utcnow()
         with self._session() as s:
             self._lock_before_read(s, update(ServiceLeaseRow).where(ServiceLeaseRow.name == "service")
@@ -572,7 +594,7 @@ class Store:
             row = s.get(ServiceLeaseRow, "service", with_for_update=not self.is_sqlite)
             if row is None:
                 s.add(ServiceLeaseRow(name="service", owner=owner, heartbeat=now, url=url))
-                return
+                return None
             if row.owner != owner and not lease_stale(row.owner, row.heartbeat, stale_after, now=now,
                                                       is_alive=is_alive):
                 holder = LeaseOwner.parse(row.owner)
@@ -581,7 +603,9 @@ class Store:
                     + (f", {row.url}" if row.url else "") + ") drives the experiments of this database",
                     "stop it first, or submit to it with `nasctl submit SPEC --server URL`",
                 )
+            replaced = row.owner if row.owner and row.owner != owner else None
             row.owner, row.heartbeat, row.url = owner, now, url
+            return replaced
 
     @retrying
     def service_heartbeat(self, owner: str) -> bool:

@@ -77,7 +77,14 @@ def _error(status: int, message: str, hint: str | None = None) -> JSONResponse:
     return JSONResponse({"error": message, "hint": hint}, status_code=status)
 
 
-def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequence[str] | None = None) -> FastAPI:
+WriteRefusal = Callable[[], tuple[str, str | None] | None]
+"""Says whether writes are refused now: None when they are allowed, else (message, hint)."""
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequence[str] | None = None,
+               refuse_writes: WriteRefusal | None = None) -> FastAPI:
     """The dashboard for the experiments in `store`.
 
     Args:
@@ -85,6 +92,9 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
         token: when given, `POST /api/.../stop` and `.../cancel` require it;
             without it the dashboard is read-only (writes answer 403).
         allowed_hosts: Host header values to accept (None: any).
+        refuse_writes: asked before every request that is not a read (any method but
+            GET, HEAD, OPTIONS); when it answers (message, hint), the request is
+            answered 503 with them (a standby `nasctl serve` names the active one).
     """
     app = FastAPI(
         title="nasctl dashboard",
@@ -92,6 +102,8 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
         description="Experiments, Pareto fronts, trials and model diagnostics of a nasctl database.",
     )
     app.state.nasctl = api.WebState(store, token or None)
+    if refuse_writes is not None:  # innermost: after the Host check, under the security headers
+        _add_write_refusal(app, refuse_writes)
     app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=1)  # fast: the points of 100k trials are MBs
     if allowed_hosts:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
@@ -115,6 +127,17 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
 
     _add_pages(app)
     return app
+
+
+def _add_write_refusal(app: FastAPI, refuse_writes: WriteRefusal) -> None:
+    @app.middleware("http")
+    async def refuse(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        refusal = None if request.method in READ_METHODS else refuse_writes()
+        if refusal is None:
+            return await call_next(request)
+        response = _error(503, *refusal)
+        response.headers["Retry-After"] = "5"
+        return response
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -121,11 +121,17 @@ async function setupHeader(name) {
     const info = await api("/api/info");
     state.readOnly = info.read_only;
   } catch (e) { state.readOnly = true; }
+  let standby = null;
   try {  // served by `nasctl serve`: experiments can be resumed from here
-    await api("/api/service");
+    const svc = await api("/api/service");
     state.service = true;
+    if (svc.role === "standby") {  // a standby refuses writes: they go to the active service
+      state.readOnly = true;
+      standby = (svc.active_service && svc.active_service.url) || "the active service";
+    }
   } catch (e) { state.service = false; }
   const auth = document.getElementById("auth");
+  if (standby) { auth.textContent = "standby (read-only): changes go to " + standby; return; }
   if (state.readOnly) { auth.textContent = "read-only"; return; }
   const input = el("input", { type: "password", placeholder: "token", size: 14, id: "token-input" });
   input.value = state.token;
