@@ -247,11 +247,14 @@ class Supervisor:
         while not self._closing.wait(max(0.0, self.tick - (time.monotonic() - last))):
             last = time.monotonic()
             try:
-                self._tick()
+                self.tick_once()
             except NasctlError as e:  # the database is away: the store retried; try again next tick
                 log.warning("supervisor tick failed: %s", e)
 
-    def _tick(self) -> None:
+    def tick_once(self) -> None:
+        """One tick (the supervisor thread's, each second): as a standby, claim the lease if
+        it is free or stale; as the active service, renew it (or step down when it was
+        taken) and `_step`."""
         if not self.active:
             self._reap()  # loops that were still stopping when this service lost the lease
             self._claim()

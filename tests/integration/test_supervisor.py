@@ -19,7 +19,8 @@ runner: {{scheduler: local_cwd, cfg: {{devices: [0, 1]}}}}
 
 
 def test_queued_experiments_wait_for_free_devices(tmp_path: Path) -> None:
-    sup = Supervisor(f"sqlite:///{tmp_path / 's.db'}", str(tmp_path / "runs"), max_experiments=2)
+    sup = Supervisor(f"sqlite:///{tmp_path / 's.db'}", str(tmp_path / "runs"), max_experiments=2, tick=3600)
+    sup.start()  # active (the lease is free); no tick follows to start what is queued
     store = sup.store
     running = store.create_experiment("holder", {"name": "holder"}, str(tmp_path / "h"))
     t = store.add_trial(running.id, 0, {"x": 0.1}, "Sobol", "holder-0", str(tmp_path / "h" / "t0"))
@@ -32,4 +33,5 @@ def test_queued_experiments_wait_for_free_devices(tmp_path: Path) -> None:
     assert sup._devices_free(one) and sup._devices_free(cpu)
     store.finish_trial(t.id, TrialStatus.COMPLETED, {"f": 1.0})  # its lease ends with it
     assert sup._devices_free(two)
+    sup.close()
     store.close()
