@@ -30,8 +30,11 @@ SWITCH_INTERVAL_S = 0.001
               help="Trial files of submitted experiments go to DIR/NAME (default: $NASCTL_HOME, else ./nasctl_runs).")
 @click.option("--max-experiments", default=4, show_default=True, type=click.IntRange(1, 1000),
               help="Experiments driven at once; more wait as QUEUED.")
+@click.option("--url", "advertised", default=None, metavar="URL",
+              help="Where others reach this service, named by standbys to whoever writes to them "
+                   "(default: http://HOST:PORT/, with this machine's name for a wildcard --host).")
 def command(db: str | None, host: str, port: int, token: str | None, workdir: str | None,
-            max_experiments: int) -> None:
+            max_experiments: int, advertised: str | None) -> None:
     """Run the service: drive every experiment of the database, take over those whose
     orchestrator died, start submitted ones, and serve the dashboard and API.
 
@@ -39,8 +42,9 @@ def command(db: str | None, host: str, port: int, token: str | None, workdir: st
     `nasctl serve` on the same database (another host, or another port) waits as a
     standby: it serves the dashboard and API read-only, refuses writes with the
     active one's URL, and takes over the lease and every experiment when the active
-    one stops (at once after its SIGTERM; within about 15 s after a kill or the loss
-    of its host). SQLite: standbys on the same host only."""
+    one stops: within a second of its SIGTERM, or of its death on the same host;
+    about 15 s after its heartbeat stops when it ran on another host. SQLite:
+    standbys on the same host only."""
     import uvicorn
 
     from nasctl.orchestration.control import default_work_root
@@ -50,8 +54,7 @@ def command(db: str | None, host: str, port: int, token: str | None, workdir: st
     if not loopback and not token:
         raise BadInputError(f"--host {host} is reachable from other machines and the service runs submitted code",
                             "pass --token (or NASCTL_TOKEN), or bind --host 127.0.0.1")
-    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    url = f"http://{shown}:{port}/"
+    url = advertised or service_url(host, port)
     sup = Supervisor(db, workdir or default_work_root(), max_experiments=max_experiments, url=url)
 
     def leave(_signum: int, _frame: object) -> None:
@@ -74,13 +77,25 @@ def command(db: str | None, host: str, port: int, token: str | None, workdir: st
         click.echo(f"nasctl serve on {url}  (database {sup.store.display_url}, up to {max_experiments} "
                    f"experiments at once, {len(sup.driven())} driven now)")
         click.echo(role_line(sup))
-        click.echo("read-only" if not token else "submit/stop/resume/cancel enabled for requests carrying the token")
+        click.echo("read-only" if not token else "submit/stop/resume/cancel enabled for requests carrying the token"
+                   + ("" if sup.active else " (once this service is active)"))
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         was_active = sup.active
         sup.close()
         click.echo("nasctl serve stopped; running trials keep running and are re-attached by the next active service"
                    if was_active else "nasctl serve (standby) stopped")
+
+
+def service_url(host: str, port: int) -> str:
+    """The URL recorded in the service lease: the bound address, or this machine's
+    name when bound to every address (0.0.0.0, ::), which names no one place."""
+    if host in ("0.0.0.0", "::", ""):
+        import socket
+
+        host = socket.gethostname()
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{shown}:{port}/"
 
 
 def role_line(sup: Supervisor) -> str:

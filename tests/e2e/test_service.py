@@ -1,5 +1,6 @@
-"""`nasctl serve` as a real process: submission, queueing, one service per
-database, takeover after kill -9, graceful SIGTERM, health and metrics."""
+"""`nasctl serve` as a real process: submission, queueing, one active service per
+database (a second one is a standby: tests/e2e/test_standby.py), takeover after
+kill -9, graceful SIGTERM, health and metrics."""
 
 from __future__ import annotations
 
@@ -124,12 +125,17 @@ def test_submit_queue_run_and_refusals(tmp_path: Path, services: list[Service]) 
     assert "already exists" in one_line_error(svc.submit(spec, "--name", "second"))
     assert "missing or wrong token" in one_line_error(svc.submit(spec, "--name", "third", token=None))
     assert httpx.post(f"{svc.url}/api/experiments", json={"spec": spec.read_text()}).status_code == 401
-    # a second service on the same database, and `nasctl run`/`resume` of a driven experiment, are refused
+    # a second service on the same database waits as a read-only standby that names the first
     second = Service(db, tmp_path, {})
     services.append(second)
-    refused = second.start(wait=False)
-    _, err = refused.communicate(timeout=60)
-    assert refused.returncode == 2 and f"pid {svc.proc.pid} on {socket.gethostname()}" in err, err  # type: ignore[union-attr]
+    second.start()
+    seen = httpx.get(second.url + "/healthz").json()
+    assert seen["role"] == "standby" and seen["active"] == svc.url + "/", seen
+    refused = second.submit(spec, "--name", "third")
+    assert refused.returncode == 1 and "standby" in refused.stderr, refused.stderr
+    assert f"{svc.url}/ (pid {svc.proc.pid} on {socket.gethostname()})" in refused.stderr  # type: ignore[union-attr]
+    second.kill()
+    # `nasctl run`/`resume` of a driven experiment are refused
     wait_for(db, ["first"], {"RUNNING"})
     assert "already being driven" in one_line_error(run_cli("resume", "first", "--db", db, cwd=tmp_path))
     assert "already exists" in one_line_error(run_cli("run", str(spec), "--db", db, cwd=tmp_path))
@@ -138,10 +144,11 @@ def test_submit_queue_run_and_refusals(tmp_path: Path, services: list[Service]) 
     for name in ("first", "second"):
         check_results(db, name, Path(str(runs).replace("{experiment}", name)), 4)
     health = httpx.get(svc.url + "/healthz")
-    assert health.status_code == 200 and health.json()["status"] == "ok"
+    assert health.status_code == 200 and health.json()["status"] == "ok" and health.json()["role"] == "active"
     metrics = httpx.get(svc.url + "/metrics").text
     assert 'nasctl_experiments{state="COMPLETED"} 2' in metrics and 'nasctl_trials{state="COMPLETED"} 8' in metrics
     assert "nasctl_proposal_seconds_count" in metrics and "nasctl_driven_experiments 0" in metrics
+    assert "nasctl_service_active 1" in metrics
     info = httpx.get(svc.url + "/api/service").json()
     assert info["pid"] == svc.proc.pid and info["max_experiments"] == 1  # type: ignore[union-attr]
 

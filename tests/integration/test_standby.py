@@ -232,3 +232,14 @@ def test_the_active_accepts_writes(supervisor: Supervisor) -> None:
     health = client.get("/healthz").json()
     assert health["role"] == "active" and health["active"] == supervisor.url
     assert "nasctl_service_active 1" in client.get("/metrics").text
+
+
+def test_the_url_in_the_lease_names_this_machine_for_a_wildcard_bind() -> None:
+    import socket
+
+    from nasctl.cli.cmd_serve import service_url
+
+    assert service_url("0.0.0.0", 8080) == f"http://{socket.gethostname()}:8080/"
+    assert service_url("::", 8080) == f"http://{socket.gethostname()}:8080/"
+    assert service_url("127.0.0.1", 8081) == "http://127.0.0.1:8081/"  # a bound address is kept
+    assert service_url("::1", 8081) == "http://[::1]:8081/"
