@@ -109,6 +109,13 @@ def driven_by(db: str, names: list[str], owner: str) -> bool:
                                                               and exps[n][1] == owner) for n in names)
 
 
+def two_running_only(db: str, name: str) -> bool:
+    """Two trials running and no other recorded: both slots busy, nothing proposed ahead."""
+    exps = experiments(db)
+    counts = exps[name][2] if name in exps else {}
+    return counts.get("RUNNING", 0) == 2 == sum(counts.values())
+
+
 def finish_and_check(db: str, tmp_path: Path, budgets: dict[str, int], timeout: float = 300) -> None:
     until(lambda: all(s == ExperimentStatus.COMPLETED for s, _, _ in experiments(db).values()), timeout,
           lambda: f"not all COMPLETED: {experiments(db)}")
@@ -231,9 +238,7 @@ def test_a_stalled_active_steps_down_when_it_wakes(tmp_path: Path, db_url_pg: st
     budgets = {"paused": 4}
     submit_all(active, tmp_path, budgets)
     # both slots busy: the loop proposes nothing more until one frees
-    until(lambda: (lambda c: c.get("RUNNING", 0) == 2 == sum(c.values()))(experiments(db).get("paused", (0, 0, {}))[2]),
-          120,
-          lambda: f"never 2 running: {experiments(db)}")
+    until(lambda: two_running_only(db, "paused"), 120, lambda: f"never 2 running: {experiments(db)}")
     assert active.proc is not None
     active.proc.send_signal(signal.SIGSTOP)
     stopped = time.monotonic()
