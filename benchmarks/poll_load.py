@@ -95,30 +95,9 @@ def measure(out: Path, trials: int, poll: str, experiments: int, window: float) 
     db = f"sqlite:///{work / 'n.db'}"
     names = [f"{PREFIX}{tag}-{k}" for k in range(experiments)]
     per = [trials // experiments + (1 if k < trials % experiments else 0) for k in range(experiments)]
-    procs = []
-    if experiments == 1:
-        spec(work / "s.yaml", names[0], trials, poll)
-        procs.append(subprocess.Popen([sys.executable, "-m", "nasctl", "run", "s.yaml", "--db", db, "--json"],
-                                      cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    else:
-        port = free_port()
-        procs.append(subprocess.Popen([sys.executable, "-m", "nasctl", "serve", "--db", db, "--port", str(port),
-                                       "--workdir", str(work / "work"), "--max-experiments", str(experiments)],
-                                      cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(5)
-        for name, n in zip(names, per):
-            spec(work / f"{name}.yaml", name, n, poll)
-            subprocess.run([sys.executable, "-m", "nasctl", "submit", str(work / f"{name}.yaml"), "--url",
-                            f"http://127.0.0.1:{port}"], env=env, capture_output=True, timeout=120, check=True)
+    procs: list[subprocess.Popen[bytes]] = []
     try:
-        t0 = time.monotonic()
-        while running(db, names, env) < trials:
-            if time.monotonic() - t0 > 900:
-                raise SystemExit(f"only {running(db, names, env)} of {trials} trials running after 900 s")
-            time.sleep(2)
-        start = time.time()
-        time.sleep(window)
-        end = time.time()
+        start, end = start_and_count(work, db, env, names, per, poll, trials, experiments, window, procs)
     finally:
         for p in procs:
             p.terminate()
@@ -138,6 +117,37 @@ def measure(out: Path, trials: int, poll: str, experiments: int, window: float) 
             "per_minute": per_min, "total_per_minute": round(sum(per_min.values()), 1)}
 
 
+def start_and_count(work: Path, db: str, env: dict[str, str], names: list[str], per: list[int], poll: str,
+                    trials: int, experiments: int, window: float,
+                    procs: list[subprocess.Popen[bytes]]) -> tuple[float, float]:
+    """Start the run (or the service and its experiments), wait until every trial runs,
+    then wait `window` seconds; returns the window's start and end (epoch)."""
+    if experiments == 1:
+        spec(work / "s.yaml", names[0], trials, poll)
+        procs.append(subprocess.Popen([sys.executable, "-m", "nasctl", "run", "s.yaml", "--db", db, "--json"],
+                                      cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    else:
+        port = free_port()
+        procs.append(subprocess.Popen([sys.executable, "-m", "nasctl", "serve", "--db", db, "--port", str(port),
+                                       "--workdir", str(work / "work"), "--max-experiments", str(experiments)],
+                                      cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(5)
+        for name, n in zip(names, per):
+            spec(work / f"{name}.yaml", name, n, poll)
+            p = subprocess.run([sys.executable, "-m", "nasctl", "submit", str(work / f"{name}.yaml"), "--server",
+                                f"http://127.0.0.1:{port}"], env=env, capture_output=True, text=True, timeout=120)
+            if p.returncode != 0:
+                raise SystemExit(f"nasctl submit {name} failed: {p.stderr.strip()}")
+    t0 = time.monotonic()
+    while running(db, names, env) < trials:
+        if time.monotonic() - t0 > 900:
+            raise SystemExit(f"only {running(db, names, env)} of {trials} trials running after 900 s")
+        time.sleep(2)
+    start = time.time()
+    time.sleep(window)
+    return start, time.time()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=argtypes.positive_ints, default=[2, 20, 200],
@@ -145,14 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=argtypes.positive_float, default=60.0,
                     help="seconds counted once every trial is running (default 60)")
     ap.add_argument("--poll-intervals", default="default,0.25",
-                    help="runner.cfg.poll_interval values for `nasctl run`; `default` is the runner's own")
+                    help="runner.cfg.poll_interval values for `nasctl run`; `default` is the runner's own; "
+                         "`none` measures only the service")
     ap.add_argument("--serve-experiments", type=int, default=4,
                     help="also measure the service with the trials split over this many experiments (1 skips)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "poll_load")
     a = ap.parse_args(argv)
     rows = []
     for trials in a.trials:
-        for poll in a.poll_intervals.split(","):
+        for poll in [p for p in a.poll_intervals.split(",") if p != "none"]:
             rows.append(measure(a.out, trials, poll, 1, a.window))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
         if a.serve_experiments > 1 and trials >= a.serve_experiments:
