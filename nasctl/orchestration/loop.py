@@ -244,7 +244,7 @@ class Orchestrator:
             self.messages.note(f"{len(self._running)} trials left running; "
                                f"`nasctl resume {self.exp.name}` re-attaches them")
         try:
-            self.store.set_experiment_status(self.exp.id, status, reason)
+            self.store.set_experiment_status(self.exp.id, status, reason, owner=self.owner)  # unless taken over
             self.store.release_lease(self.exp.id, self.owner)
         finally:
             self.ledger.update_front()

@@ -464,16 +464,22 @@ class Store:
             return [(_experiment(r), counts[r.id]) for r in rows]
 
     @retrying
-    def set_experiment_status(self, experiment_id: int, status: ExperimentStatus, reason: str | None = None) -> None:
+    def set_experiment_status(self, experiment_id: int, status: ExperimentStatus, reason: str | None = None,
+                              *, owner: str | None = None) -> bool:
+        """Set the experiment's status (and say so in an event). With `owner`, only while
+        that owner holds the experiment's lease: an orchestrator whose lease another one
+        took over does not overwrite what the new one drives. Returns whether it was set."""
         now = utcnow()
         with self._session() as s:
-            s.execute(
-                update(ExperimentRow)
-                .where(ExperimentRow.id == experiment_id)
-                .values(status=status.value, status_reason=reason, updated_at=now)
-            )
+            q = update(ExperimentRow).where(ExperimentRow.id == experiment_id)
+            if owner is not None:
+                q = q.where(ExperimentRow.lease_owner == owner)
+            res = s.execute(q.values(status=status.value, status_reason=reason, updated_at=now))
+            if owner is not None and not rowcount(res):
+                return False
             msg = f"experiment {status.value.lower()}" + (f": {reason}" if reason else "")
             s.add(EventRow(experiment_id=experiment_id, time=now, kind="status", message=msg))
+            return True
 
     @retrying
     def restore_running(self, experiment_id: int, reason: str) -> bool:

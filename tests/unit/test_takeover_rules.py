@@ -20,7 +20,7 @@ from nasctl.errors import LeaseError
 from nasctl.leases import owner_alive, owner_id, utcnow
 from nasctl.orchestration.devices import DevicePlacer, choose_devices
 from nasctl.orchestration.views import orchestrator_alive
-from nasctl.runners import get_runner
+from nasctl.runners import SubmittedJob, get_runner
 from nasctl.runners.devices import DeviceInventory
 from nasctl.runners.launcher import EXIT, LAUNCH
 from nasctl.store import Store
@@ -120,3 +120,36 @@ def test_orchestrator_alive_yes_while_held_and_beating_no_when_free_stale_or_dea
         type(old)(**{**old.__dict__, "lease_heartbeat": utcnow() - timedelta(seconds=31)}))  # no: silent 31 s
     store.acquire_lease(exp.id, DEAD, 0.0, None)
     assert not orchestrator_alive(store.get_experiment("e"))  # no: its process is gone
+
+
+def test_only_the_lease_holder_writes_the_experiment_status(store: Store) -> None:
+    from nasctl.types import ExperimentStatus
+
+    exp = store.create_experiment("e", {"name": "e"}, "/tmp/e")
+    store.acquire_lease(exp.id, owner_id(), 30.0, owner_alive)
+    assert store.set_experiment_status(exp.id, ExperimentStatus.RUNNING, owner=owner_id())  # yes: it holds it
+    store.acquire_lease(exp.id, ELSEWHERE, 0.0, owner_alive)  # taken over
+    assert not store.set_experiment_status(exp.id, ExperimentStatus.STOPPED, "lost", owner=owner_id())  # no
+    assert store.get_experiment("e").status == ExperimentStatus.RUNNING
+
+
+def test_a_loop_whose_lease_was_taken_over_leaves_the_status_to_the_new_owner(tmp_path: Path) -> None:
+    from nasctl.orchestration.loop import Orchestrator
+    from nasctl.runners.polling import ControlSettings
+    from nasctl.types import ExperimentStatus
+    from tests.unit.test_control_plane import experiment, in_thread, wait_for
+
+    db, exp, spec, gen = experiment(tmp_path, "taken", [30.0], parallelism=1)
+    orch = Orchestrator(db, exp, spec, get_runner("local_cwd"), gen, metrics_interval=0.1,
+                        settings=ControlSettings(poll_interval=0.1))
+    thread, out = in_thread(orch)
+    wait_for("a running trial", lambda: db.list_trials(exp.id) and db.list_trials(exp.id)[0].status
+             == TrialStatus.RUNNING)
+    db.acquire_lease(exp.id, ELSEWHERE, 0.0, owner_alive)  # another orchestrator takes the experiment
+    db.set_experiment_status(exp.id, ExperimentStatus.RUNNING, "driven elsewhere", owner=ELSEWHERE)
+    thread.join(30)  # the loop notices at its next heartbeat (5 s) and leaves
+    assert out["summary"].status == ExperimentStatus.STOPPED and "took over" in (out["summary"].reason or "")
+    now = db.get_experiment("taken")
+    assert (now.status, now.status_reason, now.lease_owner) == (ExperimentStatus.RUNNING, "driven elsewhere", ELSEWHERE)
+    trial = db.list_trials(exp.id)[0]  # its job was left running for the new owner: end it here
+    get_runner("local_cwd").cancel(SubmittedJob(trial.job_handle or "", trial.runner_metadata))
