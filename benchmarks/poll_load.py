@@ -129,13 +129,15 @@ def start_and_count(work: Path, db: str, env: dict[str, str], names: list[str], 
     else:
         port = free_port()
         procs.append(subprocess.Popen([sys.executable, "-m", "nasctl", "serve", "--db", db, "--port", str(port),
-                                       "--workdir", str(work / "work"), "--max-experiments", str(experiments)],
+                                       "--workdir", str(work / "work"), "--max-experiments", str(experiments),
+                                       "--token", "poll-load"],
                                       cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(5)
         for name, n in zip(names, per):
             spec(work / f"{name}.yaml", name, n, poll)
             p = subprocess.run([sys.executable, "-m", "nasctl", "submit", str(work / f"{name}.yaml"), "--server",
-                                f"http://127.0.0.1:{port}"], env=env, capture_output=True, text=True, timeout=120)
+                                f"http://127.0.0.1:{port}", "--token", "poll-load"], env=env, capture_output=True,
+                               text=True, timeout=120)
             if p.returncode != 0:
                 raise SystemExit(f"nasctl submit {name} failed: {p.stderr.strip()}")
     t0 = time.monotonic()
