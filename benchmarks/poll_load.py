@@ -3,7 +3,7 @@
 one service (`nasctl serve`).
 
     PYTHONPATH=$PWD python benchmarks/poll_load.py [--trials 2,20,200] [--window 60]
-        [--poll-intervals default,0.25] [--serve-experiments 4] [--out benchmarks/results/poll_load]
+        [--poll-intervals default,0.25] [--serve-experiments 4] [--unpooled] [--out benchmarks/results/poll_load]
 
 Each Slurm command nasctl runs (sacct, squeue, sbatch, scontrol, scancel) goes
 through a shim on PATH that logs it and runs the real one. For each size, trials of
@@ -56,8 +56,9 @@ def shims(folder: Path, log: Path) -> Path:
     return folder
 
 
-def spec(path: Path, name: str, trials: int, poll: str) -> None:
-    cfg = '{time: "30"' + ("" if poll == "default" else f", poll_interval: {poll}") + "}"
+def spec(path: Path, name: str, trials: int, poll: str, comment: str | None = None) -> None:
+    cfg = ('{time: "30"' + ("" if poll == "default" else f", poll_interval: {poll}")
+           + (f", comment: {comment}" if comment else "") + "}")
     path.write_text(
         f"name: {name}\n"
         "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
@@ -84,8 +85,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def measure(out: Path, trials: int, poll: str, experiments: int, window: float) -> dict[str, Any]:
-    tag = f"{trials}-{poll}-{experiments}".replace(".", "p")
+def measure(out: Path, trials: int, poll: str, experiments: int, window: float,
+            pooled: bool = True) -> dict[str, Any]:
+    tag = f"{trials}-{poll}-{experiments}{'' if pooled else '-unpooled'}".replace(".", "p")
     work = out / "runs" / tag
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -97,7 +99,7 @@ def measure(out: Path, trials: int, poll: str, experiments: int, window: float) 
     per = [trials // experiments + (1 if k < trials % experiments else 0) for k in range(experiments)]
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        start, end = start_and_count(work, db, env, names, per, poll, trials, experiments, window, procs)
+        start, end = start_and_count(work, db, env, names, per, poll, trials, experiments, window, procs, pooled)
     finally:
         for p in procs:
             p.terminate()
@@ -113,13 +115,14 @@ def measure(out: Path, trials: int, poll: str, experiments: int, window: float) 
         if start <= float(t) < end:
             counts[cmd] += 1
     per_min = {c: round(n * 60.0 / (end - start), 1) for c, n in counts.items()}
-    return {"trials": trials, "experiments": experiments, "poll_interval": poll, "window_s": round(end - start, 1),
+    return {"trials": trials, "experiments": experiments, "poll_interval": poll, "pooled": pooled,
+            "window_s": round(end - start, 1),
             "per_minute": per_min, "total_per_minute": round(sum(per_min.values()), 1)}
 
 
 def start_and_count(work: Path, db: str, env: dict[str, str], names: list[str], per: list[int], poll: str,
                     trials: int, experiments: int, window: float,
-                    procs: list[subprocess.Popen[bytes]]) -> tuple[float, float]:
+                    procs: list[subprocess.Popen[bytes]], pooled: bool) -> tuple[float, float]:
     """Start the run (or the service and its experiments), wait until every trial runs,
     then wait `window` seconds; returns the window's start and end (epoch)."""
     if experiments == 1:
@@ -134,7 +137,8 @@ def start_and_count(work: Path, db: str, env: dict[str, str], names: list[str], 
                                       cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(5)
         for name, n in zip(names, per):
-            spec(work / f"{name}.yaml", name, n, poll)
+            # a `comment` of its own gives each experiment its own runner.cfg, so its own pool
+            spec(work / f"{name}.yaml", name, n, poll, None if pooled else name)
             p = subprocess.run([sys.executable, "-m", "nasctl", "submit", str(work / f"{name}.yaml"), "--server",
                                 f"http://127.0.0.1:{port}", "--token", "poll-load"], env=env, capture_output=True,
                                text=True, timeout=120)
@@ -161,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                          "`none` measures only the service")
     ap.add_argument("--serve-experiments", type=int, default=4,
                     help="also measure the service with the trials split over this many experiments (1 skips)")
+    ap.add_argument("--unpooled", action="store_true",
+                    help="also measure the service with each experiment in its own status pool (a runner.cfg "
+                         "`comment` of its own), as if status queries were not shared")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "poll_load")
     a = ap.parse_args(argv)
     rows = []
@@ -169,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(measure(a.out, trials, poll, 1, a.window))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
         if a.serve_experiments > 1 and trials >= a.serve_experiments:
-            rows.append(measure(a.out, trials, "default", a.serve_experiments, a.window))
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            for pooled in ([True, False] if a.unpooled else [True]):
+                rows.append(measure(a.out, trials, "default", a.serve_experiments, a.window, pooled))
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "poll_load.json").write_text(json.dumps(rows, indent=1))
     print("| trials in flight | experiments | driven by | poll interval | sacct /min | squeue /min | sbatch, scontrol,"
@@ -179,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         pm = r["per_minute"]
         other = round(pm["sbatch"] + pm["scontrol"] + pm["scancel"], 1)
-        by = "nasctl run" if r["experiments"] == 1 else "one nasctl serve"
+        by = ("nasctl run" if r["experiments"] == 1 else
+              "one nasctl serve" + ("" if r.get("pooled", True) else ", a pool per experiment"))
         poll = "5 s (Slurm default)" if r["poll_interval"] == "default" else f"{r['poll_interval']} s"
         print(f"| {r['trials']} | {r['experiments']} | {by} | {poll} | {pm['sacct']:g} | {pm['squeue']:g} | {other:g} "
               f"| {r['total_per_minute']:g} |")
