@@ -113,6 +113,54 @@ def compute_front(
     return FrontResult(front_idx, feasible, hv, ref_native, inferred)
 
 
+def exclusion(
+    values: Mapping[str, float],
+    objectives: Mapping[str, Objective],
+    constraints: Sequence[Constraint] = (),
+    reference: Mapping[str, float] | None = None,
+) -> str | None:
+    """Why a completed trial is not eligible for the Pareto front, or None if it is.
+
+    The reason names the requirement it failed, in the order `compute_front`
+    applies them: a missing objective value (`no val_acc`), a constraint
+    (`latency_ms <= 5`), then an objective's threshold, which a value must beat
+    strictly (`val_acc > 0.9`). `reference` is `FrontResult.reference` (the
+    thresholds, and the inferred references of objectives without one).
+    """
+    for n in objectives:
+        v = values.get(n)
+        if v is None or not math.isfinite(float(v)):
+            return f"no {n}"
+    for c in constraints:
+        v = values.get(c.metric)
+        if v is None or not math.isfinite(float(v)) or not c.satisfied(float(v)):
+            return str(c)
+    for n, o in objectives.items():
+        ref = o.threshold if reference is None else reference.get(n, o.threshold)
+        if ref is None:
+            continue
+        v = float(values[n])
+        if (o.maximize and not v > ref) or (not o.maximize and not v < ref):
+            return f"{n} {'>' if o.maximize else '<'} {ref:g}"
+    return None
+
+
+def exclusions(
+    trials: Sequence[tuple[int, Mapping[str, float]]],
+    objectives: Mapping[str, Objective],
+    constraints: Sequence[Constraint] = (),
+    reference: Mapping[str, float] | None = None,
+) -> dict[str, list[int]]:
+    """The completed trials left out of the front, by the requirement they failed
+    (`exclusion`): {"val_acc > 0.9": [3, 7], ...}, in order of first appearance."""
+    out: dict[str, list[int]] = {}
+    for index, values in trials:
+        why = exclusion(values, objectives, constraints, reference)
+        if why is not None:
+            out.setdefault(why, []).append(index)
+    return out
+
+
 def hypervolume_trace(
     trials: Sequence[tuple[int, Mapping[str, float]]],
     objectives: Mapping[str, Objective],

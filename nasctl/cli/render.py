@@ -163,7 +163,7 @@ def _attempt_text(a: dict[str, Any]) -> str:
 
 def pareto_table(v: dict[str, Any]) -> None:
     objs = list(v["objectives"])
-    t = Table(title=f"Pareto front of {escape(v['experiment'])}: {len(v['front'])} of {v['completed']} completed trials")
+    t = Table(title=f"Pareto front of {escape(v['experiment'])}: {len(v['front'])} trials")
     t.add_column("#", justify="right")
     for o in objs:
         goal = v["objectives"][o]["goal"]
@@ -185,6 +185,20 @@ def pareto_table(v: dict[str, Any]) -> None:
     if v["inferred_reference"]:
         note = f" ({', '.join(v['inferred_reference'])} has no threshold: worst feasible value used)"
     console.print(f"hypervolume {v['hypervolume']:.6g} w.r.t. reference point {ref}{escape(note)}")
+    console.print(_eligibility_line(v))
+
+
+def _eligibility_line(v: dict[str, Any]) -> str:
+    """How many completed trials met the thresholds and constraints, and what left out the others."""
+    line = f"{v['feasible']} of {v['completed']} completed trials met every threshold and constraint"
+    excluded = v.get("excluded") or {}
+    if not excluded:
+        return line
+    parts = []
+    for why, indices in excluded.items():
+        shown = ", ".join(f"#{i}" for i in indices[:6]) + (", ..." if len(indices) > 6 else "")
+        parts.append(f"{len(indices)} failed {escape(why)} ({shown})")
+    return line + "; left out: " + "; ".join(parts)
 
 
 def _early_stopping_line(es: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 from nasctl.errors import BadInputError
 from nasctl.orchestration.fidelity import front_trials
 from nasctl.orchestration.reach import SCHEDULER_EVENT
-from nasctl.pareto import compute_front
+from nasctl.pareto import compute_front, exclusions
 from nasctl.spec import ExperimentSpec, spec_from_dict
 from nasctl.store import Store, queries
 from nasctl.types import ExperimentRecord, ExperimentStatus, TrialRecord, TrialStatus
@@ -94,6 +94,7 @@ def pareto_view(store: Store, name: str) -> dict[str, Any]:
         "hypervolume": res.hypervolume,
         "completed": len(done),
         "feasible": len(res.feasible),
+        "excluded": exclusions(done, spec.objectives, spec.parsed_constraints, res.reference),
         "front": [trial_row(by_index[i], spec) for i in front],
     }
 
