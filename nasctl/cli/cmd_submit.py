@@ -66,7 +66,11 @@ def post(url: str, body: Mapping[str, object], token: str | None) -> dict[str, A
         except ValueError:
             err = {"error": f"HTTP {e.code}", "hint": None}
         cls: type[NasctlError] = ServiceRefused if 400 <= e.code < 500 else StorageError
-        raise cls(str(err.get("error")), err.get("hint")) from None
+        hint = err.get("hint")
+        if e.code == 401:  # the service's hint is for HTTP clients: name the CLI's ways to send it
+            hint = ("pass --token TOKEN or set NASCTL_TOKEN, with the token `nasctl serve` was started with"
+                    if not token else "check --token / NASCTL_TOKEN: it must be the token `nasctl serve` was started with")
+        raise cls(str(err.get("error")), hint) from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise StorageError(f"cannot reach nasctl serve at {url}: {reason}",

@@ -28,3 +28,21 @@ def test_pareto_says_how_many_met_the_thresholds_and_what_left_the_others_out(tm
     out = " ".join(proc.stdout.split())
     assert f"{view['feasible']} of {view['completed']} completed trials met every threshold and constraint" in out
     assert "failed acc > 0.05 (#7)" in out and "#6)" in out.split("failed lat <= 8")[1]
+
+
+def test_submit_without_the_right_token_names_the_cli_options(tmp_path: Path) -> None:
+    from tests.e2e.test_service import TOKEN, Service
+
+    svc = Service(f"sqlite:///{tmp_path / 's.db'}", tmp_path, {})
+    svc.start()
+    try:
+        spec = tmp_path / "s.yaml"
+        spec.write_text("name: s\n")
+        for token, says in ((None, "pass --token TOKEN or set NASCTL_TOKEN"), ("wrong", "check --token / NASCTL_TOKEN")):
+            proc = svc.submit(spec, token=token)
+            err = proc.stderr.strip()
+            assert proc.returncode == 2 and err.count("\n") == 0, (proc.returncode, err)
+            assert "missing or wrong token" in err and says in err and "Authorization" not in err
+        assert TOKEN  # the service has one: the refusal is about the request, not a read-only service
+    finally:
+        svc.kill()
