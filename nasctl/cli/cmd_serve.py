@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from nasctl.cli.cmd_web import LOOPBACK_NAMES, is_loopback
+from nasctl.cli.cmd_web import LOOPBACK_NAMES, WRITES_ENABLED, is_loopback
 from nasctl.cli.options import db_option
 from nasctl.errors import BadInputError
 
@@ -24,7 +24,8 @@ SWITCH_INTERVAL_S = 0.001
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
 @click.option("--token", envvar="NASCTL_TOKEN", default=None,
-              help="Token every write (submit, stop, resume, cancel) must carry (default: $NASCTL_TOKEN); "
+              help="Token every write (submit, stop, resume, cancel, notes, rename, delete) must carry "
+                   "(default: $NASCTL_TOKEN); "
                    "without one the service is read-only.")
 @click.option("--workdir", default=None, metavar="DIR",
               help="Trial files of submitted experiments go to DIR/NAME (default: $NASCTL_HOME, else ./nasctl_runs).")
@@ -77,7 +78,7 @@ def command(db: str | None, host: str, port: int, token: str | None, workdir: st
         click.echo(f"nasctl serve on {url}  (database {sup.store.display_url}, up to {max_experiments} "
                    f"experiments at once, {len(sup.driven())} driven now)")
         click.echo(role_line(sup))
-        click.echo("read-only" if not token else "submit/stop/resume/cancel enabled for requests carrying the token"
+        click.echo("read-only" if not token else "submit, resume, " + WRITES_ENABLED
                    + ("" if sup.active else " (once this service is active)"))
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:

@@ -9,6 +9,7 @@ import click
 from nasctl.cli.options import db_option
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+WRITES_ENABLED = "stop, cancel, notes, rename and delete enabled for requests carrying the token"
 
 
 def is_loopback(host: str) -> bool:
@@ -29,8 +30,9 @@ def is_loopback(host: str) -> bool:
     "--token",
     envvar="NASCTL_WEB_TOKEN",
     default=None,
-    help="Allow stopping experiments and cancelling trials to requests carrying this token "
-    "(default: $NASCTL_WEB_TOKEN; without one the dashboard is read-only).",
+    help="Allow writes to requests carrying this token: stopping experiments, cancelling trials, "
+    "editing notes, renaming and deleting experiments (default: $NASCTL_WEB_TOKEN; "
+    "without one the dashboard is read-only).",
 )
 def command(db: str | None, host: str, port: int, token: str | None) -> None:
     """Serve the web dashboard: experiments, Pareto fronts, trials, model diagnostics."""
@@ -45,7 +47,7 @@ def command(db: str | None, host: str, port: int, token: str | None) -> None:
     app = create_app(store, token=token, allowed_hosts=allowed)
     shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
     click.echo(f"nasctl dashboard on http://{shown}:{port}/  (database {store.display_url})")
-    click.echo("read-only" if not token else "stop/cancel enabled for requests carrying the token")
+    click.echo("read-only" if not token else WRITES_ENABLED)
     if not loopback:
         click.echo(
             f"Warning: listening on {host}, reachable from other machines; the API has no TLS. "

@@ -81,7 +81,8 @@ def require_token(request: Request, authorization: str | None, x_nasctl_token: s
     if not expected:
         raise AuthError(
             "this dashboard is read-only",
-            "start it with `nasctl web --token TOKEN` (or NASCTL_WEB_TOKEN) to allow stopping and cancelling",
+            "start it with --token TOKEN (`nasctl web`: or NASCTL_WEB_TOKEN; `nasctl serve`: or NASCTL_TOKEN) "
+            "to allow stop, cancel, notes, rename and delete",
             status_code=403,
         )
     given = x_nasctl_token or ""

@@ -337,6 +337,8 @@ def test_a_dashboard_without_a_token_refuses_writes(tmp_path: Path) -> None:
     for path in ("/api/experiments/ro/stop", "/api/experiments/ro/trials/0/cancel"):
         r = c.post(path, headers={"Authorization": f"Bearer {TOKEN}"})
         assert r.status_code == 403 and "read-only" in r.json()["error"] and "--token" in r.json()["hint"]
+    r = c.put("/api/experiments/ro/note", json={"text": "x"})
+    assert r.status_code == 403 and "notes, rename and delete" in r.json()["hint"]  # not only stop and cancel
     assert queries.requests_after(store, store.get_experiment("ro").id) == []
 
 
@@ -380,7 +382,11 @@ def test_nasctl_web_defaults_and_token(tmp_path: Path, monkeypatch: pytest.Monke
     res = CliRunner().invoke(command, ["--db", url], env={"NASCTL_WEB_TOKEN": TOKEN})
     assert res.exit_code == 0, res.output
     assert (served["host"], served["port"]) == ("127.0.0.1", 8080)  # loopback and port 8080 unless told
-    assert "stop/cancel enabled for requests carrying the token" in res.output and "read-only" not in res.output
+    # the token guards every write: say so where it is given (issue 41)
+    assert "stop, cancel, notes, rename and delete enabled for requests carrying the token" in res.output
+    assert "read-only" not in res.output
+    helped = " ".join(CliRunner().invoke(command, ["--help"]).output.split())
+    assert "editing notes, renaming and deleting experiments" in helped
     c = TestClient(served["app"], base_url="http://127.0.0.1:8080")  # type: ignore[arg-type]
     assert c.post("/api/experiments/d/stop", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
     assert "[default: 127.0.0.1]" in CliRunner().invoke(command, ["--help"]).output

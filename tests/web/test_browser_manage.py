@@ -131,7 +131,7 @@ def test_delete_from_the_page_needs_confirmation(page: Any, server: Server, tmp_
     page.wait_for_selector("body[data-ready='1']")
     _with_token(page)
     page.wait_for_selector("#manage-panel:not([hidden]) #delete")
-    answers = iter([False, True])
+    answers = iter([False, True, True])
     page.on("dialog", lambda d: d.accept() if next(answers) else d.dismiss())
     page.click("#delete")  # dismissed: nothing happens
     assert httpx.get(f"{server.base}/api/experiments/to-delete").status_code == 200
@@ -145,6 +145,19 @@ def test_delete_from_the_page_needs_confirmation(page: Any, server: Server, tmp_
     assert httpx.get(f"{server.base}/api/experiments/to-delete").status_code == 404
     page.wait_for_selector("#experiments tbody tr")
     assert "to-delete" not in page.inner_text("#experiments")
+    # with a folder that is there, the page says it went too
+    folder = tmp_path / "with-files"
+    (folder / "trial_0000").mkdir(parents=True)
+    store = Store(server.url)
+    store.set_experiment_status(add_synthetic(store, "with-files", 2, work_dir=str(folder)).id,
+                                ExperimentStatus.STOPPED, "by the test")
+    page.goto(f"{server.base}/experiments/with-files")
+    page.wait_for_selector("#manage-panel:not([hidden]) #delete")
+    page.check("#delete-files")
+    page.click("#delete")
+    page.wait_for_selector("#deleted-note")
+    assert page.inner_text("#deleted-note") == f"Deleted experiment with-files and its folder {folder}."
+    assert not folder.exists()
     assert not page.errors
 
 

@@ -116,7 +116,7 @@ function managePanel(box, name) {
     try {
       const r = await api("/api/experiments/" + enc(name) + (files.checked ? "?files=true" : ""), { method: "DELETE" });
       const kept = r.files_error || r.files_kept_because;
-      location.href = "/?deleted=" + enc(name) + (kept ? "&kept=" + enc(kept) : "");
+      location.href = "/?deleted=" + enc(name) + (r.removed_files ? "&files=" + enc(r.removed_files) : "") + (kept ? "&kept=" + enc(kept) : "");
     } catch (e) { fail(e); }
   }
   box.replaceChildren(
@@ -138,8 +138,9 @@ async function managePage() {
   if (page === "experiments") {
     const q = new URLSearchParams(location.search);
     if (q.get("deleted")) {
-      const kept = q.get("kept");
-      const m = el("p", { id: "deleted-note", class: kept ? "error" : "muted", text: "Deleted experiment " + q.get("deleted") + "." + (kept ? " Its files were kept: " + kept : "") });
+      const kept = q.get("kept"), files = q.get("files");
+      const m = el("p", { id: "deleted-note", class: kept ? "error" : "muted",
+        text: "Deleted experiment " + q.get("deleted") + (files ? " and its folder " + files : "") + "." + (kept ? " Its files were kept: " + kept : "") });
       document.querySelector("main").insertBefore(m, document.querySelector("main").firstChild);
     }
     return;
