@@ -67,6 +67,10 @@ class _Conditional(_Model):
         return v
 
 
+#: A proposed float this close to a bound (relative) is the bound: rounding from the log scale.
+BOUND_ROUNDING = 1e-9
+
+
 def _check_range(low: float, high: float, log: bool) -> None:
     _finite(low, "low")
     _finite(high, "high")
@@ -98,6 +102,18 @@ class FloatParameter(_Conditional):
     def _check(self) -> FloatParameter:
         _check_range(self.low, self.high, self.log)
         return self
+
+    def at_bound(self, v: float) -> float:
+        """`v`, or the bound it lies beyond or within rounding of (relative `BOUND_ROUNDING`).
+
+        An optimizer that models a log-scaled parameter proposes its upper bound
+        as 10 ** log10(high), which for `high: 3.0e-2` is 0.029999999999999995:
+        the trial's arguments, records and exports should say 0.03.
+        """
+        for bound in (self.low, self.high):
+            if abs(v - bound) <= BOUND_ROUNDING * max(abs(bound), 1e-300):
+                return bound
+        return min(max(v, self.low), self.high)
 
 
 class ChoiceParameter(_Conditional):

@@ -77,9 +77,16 @@ def ax_metric_names(spec: ExperimentSpec) -> dict[str, str]:
     return out
 
 
-def _params(parameters: Mapping[str, Any]) -> dict[str, ParamValue]:
-    """An Ax arm's parameters (every tunable parameter has a value: no `None`)."""
-    return dict(parameters)
+def _params(parameters: Mapping[str, Any], spec: ExperimentSpec | None = None) -> dict[str, ParamValue]:
+    """An Ax arm's parameters (every tunable parameter has a value: no `None`); with
+    `spec`, a float at one of its bounds up to rounding is that bound (`FloatParameter.at_bound`)."""
+    out = dict(parameters)
+    if spec is not None:
+        for k, v in out.items():
+            p = spec.search_space.get(k)
+            if isinstance(p, FloatParameter) and isinstance(v, float):
+                out[k] = p.at_bound(v)
+    return out
 
 
 class AxOptimizer:
@@ -338,7 +345,7 @@ class AxOptimizer:
             trial.mark_running(no_runner_required=True)
             if guarding:
                 earlier.append(params)
-            out.append(Candidate(trial.index, params, self._method(trial.index)))
+            out.append(Candidate(trial.index, _params(params, self.spec), self._method(trial.index)))
         if center_only and len(out) < n:
             out += self._fast_candidates(n - len(out))
         return out
@@ -423,7 +430,7 @@ class AxOptimizer:
             trial = experiment.new_trial(generator_run=run)
             trial.mark_running(no_runner_required=True)
             arms.setdefault(arm.signature, set()).add(trial.index)
-            out.append(Candidate(trial.index, _params(params), SOBOL_NODE))
+            out.append(Candidate(trial.index, _params(params, self.spec), SOBOL_NODE))
         return out
 
     def _hand_off(self) -> None:

@@ -46,3 +46,40 @@ def test_submit_without_the_right_token_names_the_cli_options(tmp_path: Path) ->
         assert TOKEN  # the service has one: the refusal is about the request, not a read-only service
     finally:
         svc.kill()
+
+
+LOG_BOUND_SPEC = """
+name: bounds
+search_space:
+  lr: {type: float, low: 1.0e-4, high: 3.0e-2, log: true}
+  width: {type: int, low: 4, high: 64}
+objectives: {acc: {goal: maximize}}
+budget: {max_trials: 4}
+trial: {script: train.py}
+optimizer: {method: sobol, seed: 0}
+"""
+
+
+def test_a_log_scaled_bound_is_proposed_as_the_bound() -> None:
+    """Ax proposes a log-scaled upper bound as 10 ** log10(high): 0.029999999999999995 for 3.0e-2."""
+    import math
+
+    from ax.core.arm import Arm
+    from ax.core.generator_run import GeneratorRun
+
+    from nasctl.optimizer.ax_optimizer import AxOptimizer
+    from nasctl.sources.base import command_arguments
+    from nasctl.spec import parse_spec
+
+    at_bound = 10 ** math.log10(3.0e-2)
+    assert at_bound != 3.0e-2
+
+    class AtTheBound(AxOptimizer):  # the model proposes the bound, as from its log scale
+        def _trial_run(self, run: object) -> object:
+            return GeneratorRun(arms=[Arm(parameters={"lr": at_bound, "width": 64})], generation_node_name="MBM")
+
+    cand = AtTheBound(parse_spec(LOG_BOUND_SPEC)).generate(1)[0]
+    assert cand.parameters == {"lr": 3.0e-2, "width": 64}
+    assert command_arguments(cand.parameters)[:2] == ["--lr", "0.03"]
+    lr = parse_spec(LOG_BOUND_SPEC).search_space["lr"]
+    assert lr.at_bound(1.0e-4 * (1 + 1e-12)) == 1.0e-4 and lr.at_bound(0.01) == 0.01  # type: ignore[union-attr]
