@@ -3,7 +3,8 @@ live progress display are in nasctl/console.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from rich.markup import escape
 from rich.panel import Panel
@@ -11,6 +12,52 @@ from rich.table import Table
 from rich.text import Text
 
 from nasctl.console import STATUS_STYLE, console, fmt_cell, fmt_counts, print_json
+
+
+@dataclass(frozen=True)
+class Col:
+    """A table column. `fold`: free text (a failure reason) folded onto more lines, at most 50 wide."""
+
+    header: str
+    justify: Literal["left", "right"] = "left"
+    style: str | None = None
+    fold: bool = False
+
+
+FOLD_WIDTH = 50
+
+
+def print_table(title: str, cols: list[Col], rows: list[list[str]], keep: int = 1) -> None:
+    """A table that never cuts a header or a value: when its columns are wider than
+    the terminal, those that do not fit go to a second table (and a third...), each
+    repeating the first `keep` columns, as pandas splits a wide frame.
+
+    Cells are rich markup (escape user strings first)."""
+    def width(i: int) -> int:
+        w = max([Text.from_markup(cols[i].header).cell_len]
+                + [max((len(x) for x in Text.from_markup(r[i]).plain.splitlines()), default=0) for r in rows])
+        return min(w, FOLD_WIDTH) if cols[i].fold else w
+
+    widths = [width(i) for i in range(len(cols))]
+    room = console.width - 1  # the table's left border
+    groups: list[list[int]] = []
+    used = room + 1
+    for i in range(keep, len(cols)):
+        if used + widths[i] + 3 > room and (not groups or len(groups[-1]) > keep):
+            groups.append(list(range(keep)))
+            used = sum(widths[k] + 3 for k in range(keep))
+        groups[-1].append(i)
+        used += widths[i] + 3
+    for n, group in enumerate(groups or [list(range(len(cols)))]):
+        shown = title if len(groups) < 2 else f"{title} ({n + 1}/{len(groups)})"
+        t = Table(title=shown)
+        for i in group:
+            c = cols[i]
+            t.add_column(c.header, justify=c.justify, style=c.style, overflow="fold", no_wrap=not c.fold,
+                         min_width=None if c.fold else widths[i], max_width=FOLD_WIDTH if c.fold else None)
+        for r in rows:
+            t.add_row(*[r[i] for i in group])
+        console.print(t)
 
 def _duration(seconds: float) -> str:
     seconds = float(seconds)
@@ -25,19 +72,18 @@ def experiments_table(rows: list[dict[str, Any]]) -> None:
     if not rows:
         console.print("No experiments yet. Start one with `nasctl run SPEC.yaml`.")
         return
-    t = Table(title="Experiments")
-    for col in ("name", "status", "trials", "objectives", "created"):
-        t.add_column(col)
+    cells = []
     for r in rows:
         done = sum(r["trials"].values())
-        t.add_row(
+        cells.append([
             escape(r["name"]),
             f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
             f"{done}/{r['max_trials']}  " + fmt_counts(r["trials"]),
             escape(", ".join(r["objectives"])),
             r["created_at"][:19].replace("T", " "),
-        )
-    console.print(t)
+        ])
+    cols = [Col("name"), Col("status"), Col("trials"), Col("objectives", fold=True), Col("created")]
+    print_table("Experiments", cols, cells)
 
 
 def status_panel(v: dict[str, Any]) -> None:
@@ -81,30 +127,27 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         pnames += [p for p in r["parameters"] if p not in pnames]
         mnames += [m for m in r["values"] if m not in mnames]
-    t = Table(title="Trials")
-    t.add_column("#", justify="right")
-    t.add_column("status")
-    t.add_column("method")
-    for p in pnames:
-        t.add_column(escape(p), justify="right")
-    for m in mnames:
-        t.add_column(escape(m), justify="right", style="bold")
+    cols = [Col("#", "right"), Col("status"), Col("method"), *[Col(escape(p), "right") for p in pnames],
+            *[Col(escape(m), "right", "bold") for m in mnames]]
     promoted = any(r.get("promoted_from") is not None for r in rows)
     if promoted:  # multi-fidelity: the trial a promotion continued (its fidelity is a parameter)
-        t.add_column("from", justify="right")
+        cols.append(Col("from", "right"))
     placed = any(r.get("devices") for r in rows)
     if placed:
-        t.add_column("devices")
+        cols.append(Col("devices"))
     retried = any(len(r.get("attempts") or []) > 1 for r in rows)
     if retried:  # attempts: a trial retried after an infrastructure failure ran more than once
-        t.add_column("att.", justify="right")
-    t.add_column("time", justify="right")
-    t.add_column("reason", overflow="fold", max_width=50)
+        cols.append(Col("att.", "right"))
+    cols.append(Col("time", "right"))
+    reasons = any(r["failure_reason"] for r in rows)
+    if reasons:
+        cols.append(Col("reason", fold=True))
+    cells = []
     for r in rows:
         devices = [("waiting" if r.get("waiting_for_devices") else ",".join(r.get("devices") or []))] if placed else []
         attempts = [str(len(r.get("attempts") or []) or "")] if retried else []
         cls = f"{r['failure_class']}: " if r.get("failure_class") and r["failure_reason"] else ""
-        t.add_row(
+        cells.append([
             str(r["index"]),
             f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
             escape(r["generation_method"]),
@@ -114,9 +157,9 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
             *devices,
             *attempts,
             f"{r['duration_s']:.1f}s" if r["duration_s"] is not None else "",
-            escape(cls + (r["failure_reason"] or "")),
-        )
-    console.print(t)
+            *([escape(cls + (r["failure_reason"] or ""))] if reasons else []),
+        ])
+    print_table("Trials", cols, cells)
 
 
 def trial_panel(d: dict[str, Any]) -> None:
@@ -163,23 +206,17 @@ def _attempt_text(a: dict[str, Any]) -> str:
 
 def pareto_table(v: dict[str, Any]) -> None:
     objs = list(v["objectives"])
-    t = Table(title=f"Pareto front of {escape(v['experiment'])}: {len(v['front'])} trials")
-    t.add_column("#", justify="right")
+    cols = [Col("#", "right")]
     for o in objs:
         goal = v["objectives"][o]["goal"]
-        t.add_column(f"{escape(o)} ({'max' if goal == 'maximize' else 'min'})", justify="right", style="bold")
+        cols.append(Col(f"{escape(o)} ({'max' if goal == 'maximize' else 'min'})", "right", "bold"))
     pnames: list[str] = []
     for r in v["front"]:
         pnames += [p for p in r["parameters"] if p not in pnames]
-    for p in pnames:
-        t.add_column(escape(p), justify="right")
-    for r in v["front"]:
-        t.add_row(
-            str(r["index"]),
-            *[fmt_cell(r["values"].get(o, "")) for o in objs],
-            *[fmt_cell(r["parameters"].get(p, "")) for p in pnames],
-        )
-    console.print(t)
+    cols += [Col(escape(p), "right") for p in pnames]
+    cells = [[str(r["index"]), *[fmt_cell(r["values"].get(o, "")) for o in objs],
+              *[fmt_cell(r["parameters"].get(p, "")) for p in pnames]] for r in v["front"]]
+    print_table(f"Pareto front of {escape(v['experiment'])}: {len(v['front'])} trials", cols, cells)
     ref = ", ".join(f"{escape(k)}={fmt_cell(x)}" for k, x in v["reference_point"].items())
     note = ""
     if v["inferred_reference"]:

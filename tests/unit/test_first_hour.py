@@ -83,3 +83,54 @@ def test_a_log_scaled_bound_is_proposed_as_the_bound() -> None:
     assert command_arguments(cand.parameters)[:2] == ["--lr", "0.03"]
     lr = parse_spec(LOG_BOUND_SPEC).search_space["lr"]
     assert lr.at_bound(1.0e-4 * (1 + 1e-12)) == 1.0e-4 and lr.at_bound(0.01) == 0.01  # type: ignore[union-attr]
+
+
+def _in_a_terminal(*args: str, columns: int = 80) -> str:
+    """`nasctl ARGS` with its stdout on a pseudo-terminal `columns` wide, as a user sees it."""
+    import os
+    import pty
+    import re
+    import subprocess
+    import sys
+
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "COLUMNS": str(columns), "TERM": "dumb"}
+    proc = subprocess.Popen([sys.executable, "-m", "nasctl", *args], stdout=secondary, stderr=subprocess.PIPE, env=env)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(primary, 65536)
+        except OSError:  # the terminal closed: the command is done
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(primary)
+    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", b"".join(chunks).decode())
+
+
+def test_tables_in_an_80_column_terminal_cut_no_header_and_no_value(tmp_path: Path) -> None:
+    from nasctl.spec import parse_spec, spec_to_dict
+
+    url = f"sqlite:///{tmp_path}/w.db"
+    store = Store(url, create=True)
+    names = ["hidden_size_1", "hidden_size_2", "learning_rate", "dropout", "batch_size", "activation"]
+    space = "\n".join(f"  {n}: {{type: float, low: 0.001, high: 1}}" for n in names)
+    spec = parse_spec(f"name: wide\nsearch_space:\n{space}\nobjectives:\n  val_acc: {{goal: maximize}}\n"
+                      "  num_params: {goal: minimize}\n  latency_ms: {goal: minimize}\n"
+                      "budget: {max_trials: 3}\ntrial: {script: train.py}\n")
+    exp = store.create_experiment("wide", spec_to_dict(spec), str(tmp_path))
+    for i in range(3):
+        t = store.add_trial(exp.id, i, {n: 0.0054321 + i for n in names}, "Sobol", f"wide-{i}", "")
+        store.finish_trial(t.id, TrialStatus.COMPLETED, {"val_acc": 0.9 + i / 100, "num_params": 81234.0 + i,
+                                                          "latency_ms": 0.0054321 * (i + 1)})
+    for args in (("trials", "wide"), ("pareto", "wide"), ("ls",)):
+        out = _in_a_terminal(*args, "--db", url)
+        assert "…" not in out, out
+        assert max(len(line) for line in out.splitlines()) <= 80, out
+        for word in [*names, "val_acc", "num_params", "latency_ms"] if args[0] != "ls" else ["wide", "completed 3"]:
+            assert word in out, (word, out)
+    trials = _in_a_terminal("trials", "wide", "--db", url)
+    assert "0.005432" in trials and "81234" in trials and "0.01086" in trials
