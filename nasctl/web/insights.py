@@ -191,26 +191,20 @@ def _numeric(text: str) -> bool:
     return True
 
 
-def _feasible(a: ExperimentAnalysis, k: int) -> bool:
-    for c in a.spec.parsed_constraints:
-        v = a.values.get(c.metric, [None] * (k + 1))[k]
-        if v is None or not c.satisfied(v):
-            return False
-    return True
-
-
 def history(a: ExperimentAnalysis, cols: TrialColumns) -> dict[str, Any]:
     """Each objective's value per completed trial and its best-so-far line.
 
-    `time` is seconds from the experiment's creation to the trial's end. Only
-    trials that satisfy the outcome constraints count for the best so far.
+    `time` is seconds from the experiment's creation to the trial's end. A trial
+    is feasible as in the Pareto plot (it meets every threshold and constraint:
+    `FrontResult.feasible`); only feasible trials count for the best so far.
     Experiments with more than `HISTORY_MAX_POINTS` completed trials are sampled
     evenly, but every trial that improved an objective's best is kept, so the
     best-so-far line is exact.
     """
     start = a.experiment.created_at
     done = [k for k, st in enumerate(a.statuses) if st == COMPLETED]
-    feasible = [_feasible(a, k) for k in done]
+    eligible = set(a.front.feasible)
+    feasible = [a.indices[k] in eligible for k in done]
     objectives: list[dict[str, Any]] = []
     keep: set[int] = set()
     for name, o in a.spec.objectives.items():

@@ -60,7 +60,10 @@ def test_history_has_each_objective_and_its_best_so_far(client: TestClient, tiny
     h = client.get("/api/experiments/tiny/history").json()
     rows = [r for r in trials_view(store, "tiny") if r["status"] == "COMPLETED"]
     assert h["trial_index"] == [r["index"] for r in rows] and h["completed"] == 9 and not h["sampled"]
-    feasible = [r["values"]["latency_ms"] <= 5.5 for r in rows]
+    # feasible as the Pareto plot has it: thresholds and constraints
+    pts = client.get("/api/experiments/tiny/points").json()
+    category = dict(zip(pts["index"], pts["category"]))
+    feasible = [category[r["index"]] in ("front", "dominated") for r in rows]
     assert h["feasible"] == feasible
     created = store.get_experiment("tiny").created_at
     ended = {t.index: t.ended_at for t in store.list_trials(store.get_experiment("tiny").id)}
@@ -75,6 +78,23 @@ def test_history_has_each_objective_and_its_best_so_far(client: TestClient, tiny
         steps = o["best"]["value"]
         assert steps == sorted(steps, reverse=o["goal"] == "minimize")
     assert [o["name"] for o in h["objectives"]] == ["val_acc", "num_params"]
+
+
+def test_history_respects_thresholds_as_the_pareto_plot_does(tmp_path: Path) -> None:
+    """A trial below the acc threshold (0.05) is infeasible in the history too, and its
+    small size is not the best so far (issue 41: best-so-far fell to a 0.10-accuracy trial)."""
+    store = Store(f"sqlite:///{tmp_path / 'f.db'}", create=True)
+    exp = add_synthetic(store, "f", 0)
+    for i, values in enumerate(({"acc": 0.5, "size": 50.0, "lat": 1.0}, {"acc": 0.01, "size": 5.0, "lat": 1.0},
+                                {"acc": 0.9, "size": 40.0, "lat": 9.0})):
+        t = store.add_trial(exp.id, i, {"x": 0.5, "act": "relu"}, "Sobol", f"f-{i}", "")
+        store.finish_trial(t.id, TrialStatus.COMPLETED, values)
+    c = TestClient(create_app(store))
+    h = c.get("/api/experiments/f/history").json()
+    assert h["feasible"] == [True, False, False]
+    assert c.get("/api/experiments/f/points").json()["category"] == ["front", "infeasible", "infeasible"]
+    size = next(o for o in h["objectives"] if o["name"] == "size")
+    assert size["best"]["value"] == [50.0, 50.0]
 
 
 def test_history_follows_new_results(tmp_path: Path) -> None:
