@@ -1,6 +1,6 @@
 """Experiment spec: YAML -> validated, immutable objects (pydantic).
 
-The keys documented in the README are the public format. Every validation
+The keys documented in docs/spec.md are the public format. Every validation
 error is reported on one line naming the field path and what is allowed.
 """
 
@@ -66,6 +66,9 @@ class _Conditional(_Model):
                     raise ValueError("when lists no parent values")
         return v
 
+
+#: Where a spec error sends the user: the reference of every key.
+SPEC_DOCS_HINT = "see the spec format in docs/spec.md"
 
 #: A proposed float this close to a bound (relative) is the bound: rounding from the log scale.
 BOUND_ROUNDING = 1e-9
@@ -717,7 +720,7 @@ def _one_line_errors(e: ValidationError, source: str, data: Any) -> str:
         loc = _error_path(err["loc"], data)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling)"  # the error's hint names the README
+            msg = "unknown key (check the spelling)"  # the error's hint names docs/spec.md
         elif err["type"] == "union_tag_invalid":
             msg = "type must be one of int, float, choice, fixed"
         elif err["type"] == "union_tag_not_found":
@@ -770,7 +773,7 @@ def _validate(data: dict[str, Any], source: str) -> ExperimentSpec:
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as e:
-        raise SpecError(_one_line_errors(e, source, data), "see the spec format in the README") from None
+        raise SpecError(_one_line_errors(e, source, data), SPEC_DOCS_HINT) from None
 
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentSpec:

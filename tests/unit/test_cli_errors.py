@@ -26,6 +26,7 @@ def test_malformed_spec(tmp_path: Path) -> None:
     bad.write_text("name: x\nsearch_space: {lr: {type: float, low: 1, high: 0}}\n")
     err = _one_line_error(run_cli("run", str(bad), "--db", f"sqlite:///{tmp_path}/n.db", cwd=tmp_path))
     assert "search_space.lr: low (1.0) must be below high (0.0)" in err
+    assert err.endswith("(see the spec format in docs/spec.md)")  # the reference, not the README
     assert not (tmp_path / "n.db").exists()  # nothing written for bad input
 
 
