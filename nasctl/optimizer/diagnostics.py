@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nasctl.errors import BadInputError
@@ -32,7 +32,8 @@ MAX_TRIALS = 200
 MIN_TRIALS = 3
 
 
-def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) -> dict[str, Any]:
+def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord],
+                         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Leave-one-out cross-validation of the Ax model fitted on `trials`.
 
     Args:
@@ -40,6 +41,9 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
         trials: the experiment's trials; only COMPLETED ones with a finite value
             for every objective and constraint metric are used, at most the
             `MAX_TRIALS` with the highest indices.
+        progress: called with each stage as it starts ("loading Ax and BoTorch",
+            "fitting the model on 24 trials", "cross-validating: 24 fits"), for
+            a page that shows what the seconds are spent on.
 
     Returns:
         `{"trials_used": n, "metrics": {metric: [{"trial_index", "observed",
@@ -67,7 +71,10 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
             f"cross-validation needs at least {MIN_TRIALS}",
             "wait for more trials to complete",
         )
+    say = progress or (lambda stage: None)
+    say("loading Ax and BoTorch (the first time in this process)")
     opt = AxOptimizer(spec)
+    say(f"fitting the model on {len(usable)} trials")
     ax_to_ours = {v: k for k, v in opt.names.items()}
     ours_by_ax_index: dict[int, int] = {}
     for t in usable:
@@ -87,6 +94,7 @@ def loo_cross_validation(spec: ExperimentSpec, trials: Sequence[TrialRecord]) ->
             adapter = gspec.generator_enum(
                 experiment=experiment, data=experiment.lookup_data(), **gspec.generator_kwargs
             )
+            say(f"cross-validating: {len(usable)} fits, each leaving one trial out")
             results = cross_validate(adapter, folds=-1)
     logged = sorted(ax_to_ours[m] for m in logscale.logged_metrics(adapter))
     fitted = adapter.generator.surrogate.model

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 import logging
 import threading
+import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
@@ -60,6 +61,7 @@ class WebState:
         # name -> (cursor, the diagnostics or the error computing them raised)
         self.diagnostics: dict[str, tuple[int, dict[str, Any] | NasctlError]] = {}
         self.diag_running: dict[str, int] = {}  # name -> cursor being computed in the background
+        self.diag_stage: dict[str, tuple[str, float]] = {}  # name -> (what it is doing, when it started: monotonic)
 
     def forget(self, name: str) -> None:
         """Drop what is cached for experiment `name` (renamed or deleted)."""
@@ -118,9 +120,12 @@ Name = Annotated[str, "experiment name"]
 
 @router.get("/info", summary="Dashboard information")
 def info(request: Request) -> dict[str, Any]:
-    """Version and whether writes (stop, cancel) are enabled."""
+    """Version, whether writes (stop, cancel, notes, rename, delete) are enabled, and whether
+    this is `nasctl serve` (which can also resume experiments)."""
     st = state(request)
-    return {"version": __version__, "read_only": not st.token, "database": st.store.display_url}
+    # `nasctl serve` adds its routes (submit, resume) to this app: pages offer resume only there
+    service = any(getattr(r, "path", None) == "/api/service" for r in request.app.routes)
+    return {"version": __version__, "read_only": not st.token, "database": st.store.display_url, "service": service}
 
 
 @router.get("/experiments", summary="Experiments with status, progress, counts and hypervolume")
@@ -269,6 +274,8 @@ def trial(request: Request, name: Name, index: Annotated[int, Path(ge=0, le=2**3
     for o in st.store.observations(t.id):
         curves.setdefault(o.metric, []).append((o.step, o.value))
     detail = serializers.trial_detail(t, spec, curves, queries.trial_events(st.store, exp.id, index))
+    # the logs `/log` can serve now: a page asks for no other (an in-process trial has none, a queued one none yet)
+    detail["log_streams"] = [s for s in ("stderr", "stdout") if logs.available(exp.work_dir, t.runner_metadata.get(s))]
     return {**detail, "note": serializers.note(store_manage.get_note(st.store, exp.id, index))}
 
 
@@ -298,8 +305,8 @@ def diagnostics(request: Request, response: Response, name: Name) -> dict[str, A
     """Predicted vs observed with 95% intervals per metric.
 
     Fitting the model takes seconds, so it runs in the background: the first
-    request answers 202 `{"state": "computing"}` at once and a later one the
-    result. Results are kept by the experiment's change cursor; once the
+    request answers 202 `{"state": "computing", "stage": ..., "elapsed_s": ...}`
+    at once (what it is doing, and for how long) and a later one the result. Results are kept by the experiment's change cursor; once the
     experiment has changed, the last result comes back with `stale: true`
     while the new one is computed.
     """
@@ -310,6 +317,7 @@ def diagnostics(request: Request, response: Response, name: Name) -> dict[str, A
         fresh = hit is not None and hit[0] == a.cursor
         if not fresh and name not in st.diag_running:
             st.diag_running[name] = a.cursor
+            st.diag_stage[name] = ("reading the trials", time.monotonic())
             threading.Thread(target=_compute_diagnostics, args=(st, name, a), daemon=True,
                              name=f"diagnostics-{name}").start()
     if hit is not None and (fresh or isinstance(hit[1], dict)):
@@ -317,7 +325,10 @@ def diagnostics(request: Request, response: Response, name: Name) -> dict[str, A
             raise hit[1]
         return {**hit[1], "state": "done", "stale": not fresh}
     response.status_code = 202
-    return {"state": "computing", "experiment": name, "cursor": a.cursor}
+    with st.diag_lock:
+        stage, since = st.diag_stage.get(name, ("reading the trials", time.monotonic()))
+    return {"state": "computing", "experiment": name, "cursor": a.cursor, "stage": stage,
+            "elapsed_s": round(time.monotonic() - since, 1)}
 
 
 def _compute_diagnostics(st: WebState, name: str, a: ExperimentAnalysis) -> None:
@@ -325,10 +336,17 @@ def _compute_diagnostics(st: WebState, name: str, a: ExperimentAnalysis) -> None
     from nasctl.optimizer.diagnostics import loo_cross_validation
 
     outcome: dict[str, Any] | NasctlError | None = None
+    with st.diag_lock:
+        started = st.diag_stage.get(name, ("", time.monotonic()))[1]
+
+    def stage(text: str) -> None:
+        with st.diag_lock:
+            st.diag_stage[name] = (text, started)
+
     try:
         completed = [i for i, s in zip(a.indices, a.statuses) if s == TrialStatus.COMPLETED.value]
         records = queries.trials_by_index(st.store, a.experiment.id, completed[-1000:])
-        result = loo_cross_validation(a.spec, records)
+        result = loo_cross_validation(a.spec, records, progress=stage)
         outcome = {**serializers.diagnostics(name, result), "cursor": a.cursor}
     except NasctlError as e:
         outcome = e
@@ -338,6 +356,7 @@ def _compute_diagnostics(st: WebState, name: str, a: ExperimentAnalysis) -> None
     finally:
         with st.diag_lock:
             st.diag_running.pop(name, None)
+            st.diag_stage.pop(name, None)
             if outcome is not None:
                 st.diagnostics[name] = (a.cursor, outcome)
 

@@ -12,6 +12,7 @@ refuses requests whose Host header names another host (DNS rebinding).
 
 from __future__ import annotations
 
+import html
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -41,6 +42,23 @@ CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 )
+
+
+def swagger_ui_path(filename: str) -> Path:
+    """A Swagger UI asset (swagger-ui-bundle.js, swagger-ui.css) from the installed
+    fastapi-offline package, so /docs works without internet.
+
+    Raises:
+        NotFoundError: fastapi-offline is not installed or lacks the file.
+    """
+    try:
+        folder = Path(str(files("fastapi_offline").joinpath("static")))
+    except ModuleNotFoundError:
+        raise NotFoundError("the fastapi-offline package is not installed", "pip install fastapi-offline") from None
+    path = folder / filename
+    if not path.is_file():
+        raise NotFoundError(f"{path} is missing from the fastapi-offline package", "reinstall fastapi-offline")
+    return path
 
 
 def plotly_js_path() -> Path:
@@ -100,6 +118,8 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Sequenc
         title="nasctl dashboard",
         version=__version__,
         description="Experiments, Pareto fronts, trials and model diagnostics of a nasctl database.",
+        docs_url=None,  # FastAPI's own pages load Swagger UI from a CDN: /docs is served from the package below
+        redoc_url=None,
     )
     app.state.nasctl = api.WebState(store, token or None)
     if refuse_writes is not None:  # innermost: after the Host check, under the security headers
@@ -190,16 +210,48 @@ def _add_pages(app: FastAPI) -> None:
     def plotly_static() -> FileResponse:
         return FileResponse(plotly_js, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
 
+    @app.get("/static/swagger/{filename}", include_in_schema=False)
+    def swagger_static(filename: str) -> FileResponse:
+        kinds = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css"}
+        if filename not in kinds:
+            raise NotFoundError(f"no static file {filename!r}")
+        return FileResponse(swagger_ui_path(filename), media_type=kinds[filename],
+                            headers={"Cache-Control": "max-age=86400"})
+
+    @app.get("/docs", include_in_schema=False)
+    def docs_page() -> FileResponse:
+        return FileResponse(STATIC / "docs.html", media_type="text/html")
+
     @app.get("/static/{filename}", include_in_schema=False)
     def static(filename: str) -> FileResponse:
         allowed = {"app.js": "text/javascript", "style.css": "text/css", "manage.js": "text/javascript",
-                   "analysis.js": "text/javascript"}
+                   "analysis.js": "text/javascript", "docs.js": "text/javascript", "favicon.svg": "image/svg+xml"}
         if filename not in allowed:
             raise NotFoundError(f"no static file {filename!r}")
         return FileResponse(STATIC / filename, media_type=allowed[filename])
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> FileResponse:
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
+
     def page(kind: str) -> FileResponse:
         return FileResponse(STATIC / PAGES[kind], media_type="text/html")
+
+    def found(request: Request, kind: str, name: str, index: str | None = None) -> Response:
+        """The page, or a plain 404 page when its experiment or trial does not exist."""
+        store = api.state(request).store
+        try:
+            exp = store.get_experiment(name)
+        except NotFoundError as e:
+            return not_found_page(e.message, "/")
+        if index is not None:
+            try:
+                if not index.isdigit() or len(index) > 10:
+                    raise NotFoundError(f"no trial {index!r}: trials are numbered 0, 1, 2, ...")
+                store.get_trial(exp.id, int(index))
+            except NotFoundError as e:
+                return not_found_page(f"{e.message} {name!r}", "/experiments/" + name)
+        return page(kind)
 
     @app.get("/", include_in_schema=False)
     def experiments_page() -> FileResponse:
@@ -210,13 +262,30 @@ def _add_pages(app: FastAPI) -> None:
         return page("compare")
 
     @app.get("/experiments/{name}", include_in_schema=False)
-    def experiment_page(name: str) -> FileResponse:
-        return page("experiment")
+    def experiment_page(request: Request, name: str) -> Response:
+        return found(request, "experiment", name)
 
     @app.get("/experiments/{name}/diagnostics", include_in_schema=False)
-    def diagnostics_page(name: str) -> FileResponse:
-        return page("diagnostics")
+    def diagnostics_page(request: Request, name: str) -> Response:
+        return found(request, "diagnostics", name)
 
     @app.get("/experiments/{name}/trials/{index}", include_in_schema=False)
-    def trial_page(name: str, index: str) -> FileResponse:
-        return page("trial")
+    def trial_page(request: Request, name: str, index: str) -> Response:
+        return found(request, "trial", name, index)
+
+
+def not_found_page(message: str, back: str) -> HTMLResponse:
+    """A plain 404 page: what was not found and a link back (the message is escaped)."""
+    from urllib.parse import quote
+
+    link = quote(back, safe="/")
+    body = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<title>nasctl — not found</title><link rel="stylesheet" href="/static/style.css"></head>'
+        '<body data-page="not-found"><header><a class="brand" href="/">nasctl</a></header><main>'
+        f'<h1>Not found</h1><p id="message" class="error">{html.escape(message, quote=False)}</p>'
+        f'<p><a href="{html.escape(link)}">{"all experiments" if back == "/" else "back to the experiment"}</a></p>'
+        "</main></body></html>"
+    )
+    return HTMLResponse(body, status_code=404)

@@ -42,7 +42,8 @@ def history(request: Request, name: Name) -> dict[str, Any]:
     return cache(request).derived(name, "history", insights.history)  # type: ignore[no-any-return]
 
 
-def _importance_json(m: Any, cursor: int) -> dict[str, Any]:
+def importance_json(m: Any, cursor: int) -> dict[str, Any]:
+    """The `/importance` answer for importance model `m` (`stale` when the experiment is past its `cursor`)."""
     return {
         "method": "random-forest main effects (fANOVA-style first-order variance share)",
         "cursor": m.cursor,
@@ -64,7 +65,7 @@ def importance(request: Request, name: Name, wait: bool = False) -> dict[str, An
     (`stale: true`) while a fresh one is fitted; `wait=true` waits for the fresh one."""
     c = cache(request)
     m = c.importance(name, wait=wait)
-    return _importance_json(m, c.analyses.get(name).cursor)
+    return importance_json(m, c.analyses.get(name).cursor)
 
 
 @router.get("/experiments/{name}/contour", summary="An objective over two parameters (the forest's partial dependence)")
@@ -75,8 +76,15 @@ def contour(
     y: Annotated[str, Query(max_length=200)],
     objective: Annotated[str, Query(max_length=200)],
 ) -> dict[str, Any]:
-    c = cache(request)
-    m = c.importance(name)
+    return contour_json(cache(request).importance(name), x, y, objective)
+
+
+def contour_json(m: Any, x: str, y: str, objective: str) -> dict[str, Any]:
+    """The `/contour` answer: `objective` over parameters `x` and `y` from importance model `m`.
+
+    Raises:
+        BadInputError: an unknown parameter or objective, the same parameter twice, too few values.
+    """
     names = [e.name for e in m.encodings]
     for p in (x, y):
         if p not in names:

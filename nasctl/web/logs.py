@@ -27,6 +27,16 @@ def confined_path(work_dir: str, path: str) -> Path:
     return resolved
 
 
+def available(work_dir: str, path: object) -> bool:
+    """Is `path` a log file that `tail` can serve (a file inside `work_dir`)?"""
+    if not isinstance(path, str) or not path:
+        return False
+    try:
+        return confined_path(work_dir, path).is_file()
+    except BadInputError:
+        return False
+
+
 def tail(work_dir: str, path: str, lines: int) -> str:
     """The last `lines` lines of a log file under `work_dir` (decoded leniently).
 

@@ -2,29 +2,35 @@
 
 The file carries plotly.js (from the installed plotly package), the dashboard's
 own script and stylesheet, and the API answers the experiment page needs, so it
-shows the same plots offline, without a server: Pareto front, hypervolume over
-trials, the trial table (sortable, filtered by status), parallel coordinates
-and, when there are enough completed trials, the model diagnostics.
+shows the same plots offline, without a server: Pareto front (its reference
+point on demand, as on the page), hypervolume over trials, the trial table
+(sortable, filtered by status), parallel coordinates, history, parameter
+importance, slices, contours (every pair of parameters up to
+`MAX_REPORT_CONTOURS` plots) and EDF and, when there are enough completed
+trials, the model diagnostics. Filtering the table by metric values (and
+the linked selection built on it) needs the server.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from nasctl.errors import BadInputError
 from nasctl.store import Store
 from nasctl.store import queries
 from nasctl.store.manage import get_note
-from nasctl.web import serializers
-from nasctl.web.analysis import analyze, parallel_sample
+from nasctl.web import insights, serializers
+from nasctl.web.analysis import AnalysisCache, analyze, parallel_sample
 from nasctl.web.app import STATIC, plotly_js_path
+from nasctl.web.insights_api import contour_json, importance_json
 
 #: Trials embedded in the report's table; beyond that, the Pareto front and the most recent trials.
 MAX_TABLE_TRIALS = 5000
+#: Contour plots embedded (parameter pairs x objectives), the first parameters' pairs first.
+MAX_REPORT_CONTOURS = 60
 
 
 def _script_json(data: Any) -> str:
@@ -64,6 +70,7 @@ def report_data(store: Store, name: str, diagnostics: bool = True) -> dict[str, 
         "name": name,
         "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "data": {
+            **_analysis_data(store, name, base),
             base: serializers.experiment_summary(a),
             base + "/points": serializers.points(a),
             base + "/hypervolume": serializers.hypervolume_trace(a),
@@ -79,6 +86,30 @@ def report_data(store: Store, name: str, diagnostics: bool = True) -> dict[str, 
     }
 
 
+def _analysis_data(store: Store, name: str, base: str) -> dict[str, Any]:
+    """The analysis views' API answers: history, importance and contours by path (as the page asks)."""
+    cache = insights.InsightsCache(store, AnalysisCache(store))
+    out: dict[str, Any] = {base + "/history": cache.derived(name, "history", insights.history)}
+    a, _ = cache.get(name)
+    try:
+        model = cache.importance(name, wait=True)
+    except BadInputError:  # too few trials to model: the page says so, as the dashboard does
+        return out
+    out[base + "/importance"] = importance_json(model, a.cursor)
+    params = [e.name for e in model.encodings]
+    pairs = [(x, y) for x in params for y in params if x != y]
+    pairs.sort(key=lambda p: (max(params.index(p[0]), params.index(p[1])), p))
+    made = 0
+    for x, y in pairs:
+        for objective in model.forests:
+            if made >= MAX_REPORT_CONTOURS:
+                return out
+            query = urlencode({"x": x, "y": y, "objective": objective})
+            out[f"{base}/contour?{query}"] = contour_json(model, x, y, objective)
+            made += 1
+    return out
+
+
 def build_report(store: Store, name: str, diagnostics: bool = True) -> str:
     """The self-contained HTML report of experiment `name`."""
     data = report_data(store, name, diagnostics)
@@ -86,6 +117,7 @@ def build_report(store: Store, name: str, diagnostics: bool = True) -> str:
     css = (STATIC / "style.css").read_text(encoding="utf-8")
     app_js = (STATIC / "app.js").read_text(encoding="utf-8")
     manage_js = (STATIC / "manage.js").read_text(encoding="utf-8")
+    analysis_js = (STATIC / "analysis.js").read_text(encoding="utf-8")
     plotly_js = plotly_js_path().read_text(encoding="utf-8")
     extra = ""
     if data["diagnostics"] is not None:
@@ -101,15 +133,15 @@ def build_report(store: Store, name: str, diagnostics: bool = True) -> str:
         )
     page = page.replace('<link rel="stylesheet" href="/static/style.css">', "<style>\n" + css + "\n</style>")
     page = page.replace("</main>", extra + "</main>")
-    # the analysis views ask the server (importance, contour, selection): not part of an offline report
-    page = re.sub(r'\s*<div id="analysis">.*?<!-- /analysis -->', "", page, flags=re.S)
-    page = page.replace('\n<script src="/static/analysis.js"></script>', "")
     scripts = (
         "<script>window.NASCTL_REPORT = " + _script_json(data) + ";</script>\n"
         "<script>" + plotly_js + "</script>\n"
         "<script>" + app_js + "</script>\n"
+        "<script>" + analysis_js + "</script>\n"
         "<script>" + manage_js + "</script>"
     )
-    page = page.replace('<script src="/static/plotly.min.js"></script>\n<script src="/static/app.js"></script>\n'
-                        '<script src="/static/manage.js"></script>', scripts)
-    return page
+    tags = ('<script src="/static/plotly.min.js"></script>\n<script src="/static/app.js"></script>\n'
+            '<script src="/static/analysis.js"></script>\n<script src="/static/manage.js"></script>')
+    if tags not in page:
+        raise RuntimeError("experiment.html no longer loads its scripts as the report expects")
+    return page.replace(tags, scripts)

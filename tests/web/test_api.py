@@ -202,6 +202,31 @@ def test_pages_and_plotly_are_served_from_the_package(client: TestClient) -> Non
     assert client.get("/static/../store/store.py").status_code == 404
     assert client.get("/static/nope.js").status_code == 404
     assert "/api/experiments/{name}/trials" in client.get("/openapi.json").json()["paths"]
+    assert client.get("/favicon.ico").headers["content-type"] == "image/svg+xml"
+    assert client.get("/api/info").json()["service"] is False  # `nasctl web`: no resume, no /api/service to ask
+
+
+def test_unknown_experiment_and_trial_pages_answer_404_with_a_plain_message(client: TestClient) -> None:
+    for path, says in (("/experiments/nope", "no experiment named 'nope'"),
+                       ("/experiments/nope/diagnostics", "no experiment named 'nope'"),
+                       ("/experiments/tiny/trials/999", "no trial 999 in this experiment 'tiny'"),
+                       ("/experiments/tiny/trials/x", "no trial 'x'"),
+                       ("/experiments/%3Cb%3Ex/trials/1", "no experiment named '&lt;b&gt;x'")):
+        r = client.get(path)
+        assert r.status_code == 404 and r.headers["content-type"].startswith("text/html"), path
+        assert says in r.text and "<script" not in r.text, (path, r.text)
+
+
+def test_docs_are_served_from_installed_packages(client: TestClient) -> None:
+    """/docs loads Swagger UI from this server (fastapi-offline's files), with no inline script."""
+    import re
+
+    page = client.get("/docs")
+    assert page.status_code == 200
+    assert not re.search(r"<script>|https?://", page.text)  # no inline script, no CDN
+    for src in re.findall(r'(?:src|href)="(/[^"]+)"', page.text):
+        assert client.get(src).status_code == 200, src
+    assert client.get("/redoc").status_code == 404  # FastAPI's CDN page is gone
 
 
 def test_early_stopped_trials_are_their_own_state(tmp_path: Path) -> None:

@@ -178,6 +178,10 @@ def test_diagnostics_page_shows_it_is_computing_then_the_result(page: Any, serve
     _stopped(server, "diag-fresh", 12)
     page.goto(f"{server.base}/experiments/diag-fresh/diagnostics")
     page.wait_for_selector("body[data-computing='1']", timeout=15_000)  # the first answer: computing
+    # while it computes, the page says what the server is doing and for how long (issue 41: ~20 s, nothing shown)
+    computing = page.inner_text("#message").strip()
+    assert re.match(r"Computing the diagnostics \(\d+ s\): (reading the trials|loading Ax|fitting|cross-validating)", computing), computing
+    assert page.locator("#message progress").count() == 1
     page.wait_for_selector("body[data-ready='1']", timeout=180_000)
     assert page.locator("#diag > div").count() == 3
     assert "fitted on" in page.inner_text("#message")

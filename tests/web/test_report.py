@@ -29,15 +29,26 @@ def test_report_is_self_contained_and_renders_offline(
     html = out.read_text()
     assert not re.search(r"<script[^>]+src=", html)
     assert 'rel="stylesheet"' not in html
-    assert 'id="analysis"' not in html  # the analysis views need the server
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
     page.goto(out.as_uri())
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     assert page.get_attribute("#pareto", "data-points") == "9"
+    assert page.locator("#pareto .scatterlayer .point").count() == 9  # the reference point on demand, as on the page
+    page.check("#pareto-ref")
+    page.wait_for_function("document.querySelectorAll('#pareto .scatterlayer .point').length === 10")
     assert page.locator("#trials tbody tr").count() == 10
     assert page.locator("#diag > div").count() == 3
     assert page.locator("#hv .scatterlayer .trace").count() == 1
+    # "the same plots" as the page: history, importance, slices, contours, EDF, offline
+    page.wait_for_selector("body[data-analysis='1']", timeout=30_000)
+    assert page.get_attribute("#history", "data-points") == "9"
+    assert page.get_attribute("#importance", "data-parameters") == "3"
+    assert page.locator("#slices > div").count() == 3
+    assert page.get_attribute("#contour", "data-grid") == "24x24"
+    page.select_option("#contour-y", "act")  # another pair: embedded too
+    page.wait_for_function("document.getElementById('contour').dataset.grid === '24x2'")
+    assert page.get_attribute("#edf", "data-points") == "9"
     assert [u for u in requests if not u.startswith("file:")] == []
     page.screenshot(path=str(screenshots / "report.png"), full_page=True)
     assert not page.errors

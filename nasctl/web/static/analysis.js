@@ -8,7 +8,7 @@
  */
 "use strict";
 
-const A = { par: null, importance: null, history: null, selection: null, brushed: {}, options: null };
+const A = { par: null, importance: null, history: null, selection: null, auto: { parallel: {}, pareto: {} }, options: null };
 const PLOT_CONFIG = { displaylogo: false, responsive: true };
 const OBJ_COLORS = ["#2b6de0", "#e4572e", "#17a673", "#8e44ad", "#f1a208", "#1b998b", "#c5283d", "#3d5a80"];
 
@@ -132,8 +132,6 @@ function filterTexts() {
 
 function fieldOf(text) { const m = /^\s*([A-Za-z_][\w.\-/]*)/.exec(text); return m ? m[1] : null; }
 
-function unesc(s) { return String(s).replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&"); }
-
 /* v to 6 significant digits, rounded outwards (down for a lower bound, up for an upper one) so the
    filter keeps every trial inside the brushed range. */
 function num6(v, up) {
@@ -142,8 +140,58 @@ function num6(v, up) {
   return String(Number(((up ? Math.ceil(v / unit) : Math.floor(v / unit)) * unit).toPrecision(6)));
 }
 
+/* Filters made by a plot (`source`: "parallel" brushing, "pareto" box selection), by field:
+   they replace that plot's earlier ones (and the user's own on the same fields) in the filter box. */
+function setPlotFilters(source, byField) {
+  const old = A.auto[source];
+  const keep = filterTexts().filter((t) => !(fieldOf(t) in old) && !(fieldOf(t) in byField));
+  A.auto[source] = byField;
+  document.getElementById("f-where").value = keep.concat(...Object.values(byField)).join(", ");
+  X.page.offset = 0;
+  loadTable();
+  updateSelection();
+}
+
+/* After the user edits the filter box: a plot's filter that is gone from it takes its brush
+   (parallel coordinates) or box (Pareto plot) away too, so the plots show what the table shows. */
+function dropStalePlotFilters() {
+  const texts = new Set(filterTexts());
+  const stale = (conds) => !conds.every((c) => texts.has(c));
+  const gd = document.getElementById("parallel");
+  const fields = X.summary.parameters.concat(objNames());
+  const clear = {};
+  for (const [name, conds] of Object.entries(A.auto.parallel)) {
+    if (!stale(conds)) continue;
+    delete A.auto.parallel[name];
+    const k = fields.indexOf(name);
+    if (k >= 0) clear["dimensions[" + k + "].constraintrange"] = null;
+  }
+  if (Object.keys(clear).length && gd.data) { A.syncing = true; Plotly.restyle(gd, clear).finally(() => { A.syncing = false; }); }
+  const boxed = Object.values(A.auto.pareto);
+  if (boxed.length && boxed.some(stale)) {
+    A.auto.pareto = {};
+    Plotly.relayout("pareto", { selections: [] });
+  }
+}
+
+/* Box or lasso selection in the Pareto plot: the selected region's x and y ranges filter the table. */
+function onParetoSelect(ev) {
+  const xs = document.getElementById("pareto-x").value, ys = document.getElementById("pareto-y").value;
+  const pts = (ev && ev.points) || [];
+  if (!ev || (!ev.range && !pts.length)) { setPlotFilters("pareto", {}); return; }
+  let rx, ry;
+  if (ev.range && ev.range.x && ev.range.y) { rx = ev.range.x; ry = ev.range.y; }
+  else { rx = [Math.min(...pts.map((p) => p.x)), Math.max(...pts.map((p) => p.x))]; ry = [Math.min(...pts.map((p) => p.y)), Math.max(...pts.map((p) => p.y))]; }
+  const range = (name, r) => [name + " >= " + num6(Math.min(...r), false), name + " <= " + num6(Math.max(...r), true)];
+  const by = {};
+  by[xs] = range(xs, rx);
+  by[ys] = xs === ys ? by[xs] : range(ys, ry);
+  setPlotFilters("pareto", by);
+}
+
 /* Parallel-coordinates brushing: each brushed axis becomes filters in the table's filter box. */
 function onBrush() {
+  if (A.syncing) return;
   const gd = document.getElementById("parallel");
   const dims = (gd.data && gd.data[0] && gd.data[0].dimensions) || [];
   const fields = X.summary.parameters.concat(objNames());
@@ -164,13 +212,7 @@ function onBrush() {
     }
     brushed[name] = conds;
   });
-  const keep = filterTexts().filter((t) => !(fieldOf(t) in A.brushed) && !(fieldOf(t) in brushed));
-  A.brushed = brushed;
-  const all = keep.concat(...Object.values(brushed));
-  document.getElementById("f-where").value = all.join(", ");
-  X.page.offset = 0;
-  loadTable();
-  updateSelection();
+  setPlotFilters("parallel", brushed);
 }
 
 async function updateSelection() {
@@ -201,10 +243,14 @@ function setupSelection() {
   const csv = el("a", { id: "f-csv", href: apiBase() + "/selection.csv", download: "", text: "download CSV" });
   controls.insertBefore(el("span", {}, csv, " ", el("span", { id: "selection-info", class: "muted" })), document.getElementById("pager"));
   document.getElementById("f-where").placeholder = "val_acc >= 0.9, width < 64, act = relu";
-  document.getElementById("f-apply").addEventListener("click", updateSelection);
-  document.getElementById("f-where").addEventListener("keydown", (ev) => { if (ev.key === "Enter") updateSelection(); });
+  const applied = () => { dropStalePlotFilters(); updateSelection(); };
+  document.getElementById("f-apply").addEventListener("click", applied);
+  document.getElementById("f-where").addEventListener("keydown", (ev) => { if (ev.key === "Enter") applied(); });
   const gd = document.getElementById("parallel");
   gd.on("plotly_restyle", onBrush);
+  const pd = document.getElementById("pareto");
+  pd.on("plotly_selected", onParetoSelect);
+  pd.on("plotly_deselect", () => onParetoSelect(null));
 }
 
 /* ------------------------------------------------------------------ history */
@@ -292,11 +338,13 @@ function renderSlices() {
     const col = d.parameters[pn];
     const xs = [], ys = [], ids = [];
     col.forEach((v, j) => { if (v !== null && y[j] !== null && y[j] !== undefined) { xs.push(pn in A.par.categories ? String(v) : v); ys.push(y[j]); ids.push(d.index[j]); } });
+    const log = !(pn in A.par.categories) && A.logParams.has(pn);
+    const xaxis = pn in A.par.categories ? { type: "category" } : log ? Object.assign({ type: "log" }, logTicks(Math.min(...xs), Math.max(...xs))) : { type: "linear" };
     Plotly.react(divs[k], [{ type: "scatter", mode: "markers", x: xs, y: ys, customdata: ids,
       marker: { color: ids, colorscale: "Viridis", size: 6, opacity: 0.7 },
       hovertemplate: "trial %{customdata}<br>" + pesc(pn) + " = %{x}<br>" + pesc(obj) + " = %{y}<extra></extra>" }],
     { title: { text: pesc(pn), font: { size: 13 } }, margin: { t: 35, r: 40, b: 40, l: 60 }, showlegend: false, modebar: { orientation: "v" },
-      xaxis: { type: pn in A.par.categories ? "category" : (A.logParams.has(pn) ? "log" : "linear") }, yaxis: { title: { text: pesc(obj) } } },
+      xaxis: xaxis, yaxis: { title: { text: pesc(obj) } } },
     PLOT_CONFIG);
   });
   document.getElementById("slice-note").textContent = d.index.length + " of " + d.total_completed + " completed trials; colour: trial index";
@@ -309,7 +357,11 @@ async function renderContour() {
   if (!x || !y || x === y) { note.textContent = "Choose two different parameters."; return; }
   let c;
   try { c = await api(apiBase() + "/contour?" + new URLSearchParams({ x: x, y: y, objective: obj }).toString()); }
-  catch (e) { note.textContent = e.message; Plotly.purge("contour"); return; }
+  catch (e) {
+    note.textContent = REPORT && e.status === 404 ? "This pair is not part of the report (it holds the first parameters' pairs); the dashboard draws every pair." : e.message;
+    Plotly.purge("contour");
+    return;
+  }
   note.textContent = "The forest's prediction of " + obj + " over " + x + " and " + y + ", averaged over the other parameters; dots: trials.";
   const cat = (a) => a.kind === "choice";
   const xv = c.x.values.map((v) => (cat(c.x) ? String(v) : v)), yv = c.y.values.map((v) => (cat(c.y) ? String(v) : v));
@@ -326,9 +378,15 @@ async function renderContour() {
     { type: "scatter", mode: "markers", x: pts.x, y: pts.y, customdata: pts.i, name: "trials", showlegend: false,
       marker: { size: 4, color: "#111", opacity: 0.5 }, hovertemplate: "trial %{customdata}<extra></extra>" },
   ], { margin: { t: 10, r: 10, b: 45, l: 70 }, uirevision: x + "|" + y,
-    xaxis: { title: { text: pesc(x) }, type: cat(c.x) ? "category" : (c.x.log ? "log" : "linear") },
-    yaxis: { title: { text: pesc(y) }, type: cat(c.y) ? "category" : (c.y.log ? "log" : "linear") } }, PLOT_CONFIG);
+    xaxis: Object.assign({ title: { text: pesc(x) } }, gridAxis(c.x, xv)), yaxis: Object.assign({ title: { text: pesc(y) } }, gridAxis(c.y, yv)) }, PLOT_CONFIG);
   document.getElementById("contour").dataset.grid = c.x.values.length + "x" + c.y.values.length;
+}
+
+/* A contour axis: categories, a log axis labelled in full (logTicks), or linear. */
+function gridAxis(spec, values) {
+  if (spec.kind === "choice") return { type: "category" };
+  if (!spec.log) return { type: "linear" };
+  return Object.assign({ type: "log" }, logTicks(Math.min(...values), Math.max(...values)));
 }
 
 function renderEdf() {
@@ -365,7 +423,7 @@ async function analysisPage() {
   const params = Object.keys(par.parameters);
   fillNames("contour-x", params, params[0]);
   fillNames("contour-y", params, params[1] || params[0]);
-  setupSelection();
+  if (!REPORT) setupSelection();  // the table's metric filters need the server
   renderHistory();
   renderEdf();
   for (const id of ["history-objective", "history-x"]) document.getElementById(id).addEventListener("change", renderHistory);
@@ -382,6 +440,7 @@ async function analysisPage() {
   }
   renderSlices();
   document.body.dataset.analysis = "1";
+  if (REPORT) return;
   let cursor = X.cursor;
   setInterval(async () => {  // follow the live page: redraw history and EDF after new results
     if (X.cursor === cursor) return;
@@ -464,8 +523,8 @@ async function comparePage() {
 }
 
 window.addEventListener("DOMContentLoaded", () => {
-  if (REPORT) return;
   const page = document.body.dataset.page;
+  if (REPORT && page !== "experiment") return;
   const run = page === "experiment" ? analysisPage : page === "experiments" ? comparePicker : page === "compare" ? comparePage : null;
   if (run) run().catch((e) => showMessage(String(e.message || e), true));
 });

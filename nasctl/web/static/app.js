@@ -31,6 +31,9 @@ function pesc(s) {
   return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }
 
+/* The text a pesc()-escaped label shows. */
+function unesc(s) { return String(s).replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&"); }
+
 function fmt(v) {
   if (v === null || v === undefined) return "";
   if (typeof v === "number") {
@@ -39,6 +42,23 @@ function fmt(v) {
     return a !== 0 && (a < 1e-3 || a >= 1e6) ? v.toExponential(3) : String(Number(v.toPrecision(5)));
   }
   return String(v);
+}
+
+/* Ticks for a log axis over [lo, hi] (lo > 0), each labelled with its full value: 1-2-5 per
+   decade, 1-3 over two or three decades, powers of ten beyond. (plotly labels the ticks inside
+   a decade with their first digit only: "2 3 4 5 6 7 8 9 100".) */
+function logTicks(lo, hi) {
+  if (!(lo > 0) || !(hi >= lo)) return {};
+  const d0 = Math.floor(Math.log10(lo)), d1 = Math.ceil(Math.log10(hi));
+  const steps = d1 - d0 > 3 ? [1] : d1 - d0 > 1 ? [1, 3] : [1, 2, 5];
+  const label = (v) => String(Number(v.toPrecision(3)));
+  let vals = [];
+  for (let d = d0; d <= d1; d++) for (const m of steps) {
+    const v = Number((m * Math.pow(10, d)).toPrecision(12));
+    if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) vals.push(v);
+  }
+  if (vals.length < 2) vals = [lo, hi].map((v) => Number(v.toPrecision(3)));
+  return { tickvals: vals, ticktext: vals.map(label) };
 }
 
 /* A time as a date: "2026-11-25T16:54:20.123Z" or epoch seconds -> "2026-11-25 16:54:20 UTC" (one zone everywhere). */
@@ -120,16 +140,18 @@ async function setupHeader(name) {
   try {
     const info = await api("/api/info");
     state.readOnly = info.read_only;
-  } catch (e) { state.readOnly = true; }
+    state.service = info.service;  // `nasctl serve`: experiments can be resumed from here
+  } catch (e) { state.readOnly = true; state.service = false; }
   let standby = null;
-  try {  // served by `nasctl serve`: experiments can be resumed from here
-    const svc = await api("/api/service");
-    state.service = true;
-    if (svc.role === "standby") {  // a standby refuses writes: they go to the active service
-      state.readOnly = true;
-      standby = (svc.active_service && svc.active_service.url) || "the active service";
-    }
-  } catch (e) { state.service = false; }
+  if (state.service) {  // only `nasctl serve` has /api/service: `nasctl web` is not asked (no 404 logged)
+    try {
+      const svc = await api("/api/service");
+      if (svc.role === "standby") {  // a standby refuses writes: they go to the active service
+        state.readOnly = true;
+        standby = (svc.active_service && svc.active_service.url) || "the active service";
+      }
+    } catch (e) { /* the role stays unknown: writes are answered by the service itself */ }
+  }
   const auth = document.getElementById("auth");
   if (standby) { auth.textContent = "standby (read-only): changes go to " + standby; return; }
   if (state.readOnly) { auth.textContent = "read-only"; return; }
@@ -347,9 +369,13 @@ async function loadTable() {
   if (REPORT) page = reportTablePage();
   else {
     try { page = await api("/api/experiments/" + enc(name) + "/trials?" + tableQuery().toString()); }
-    catch (e) { if (seq === X.tableSeq) showMessage(e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""), true); return; }
+    catch (e) {
+      if (seq === X.tableSeq) { showMessage(e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""), true); X.tableError = true; }
+      return;
+    }
     if (seq !== X.tableSeq) return;
-    showMessage("");
+    // clear the table's own error (a bad filter), never another message (a confirmation the live refresh would wipe)
+    if (X.tableError) { showMessage(""); X.tableError = false; }
   }
   const cols = tableColumns();
   const head = el("tr", {}, ...cols.map((c) => {
@@ -379,6 +405,7 @@ async function loadTable() {
   document.getElementById("prev").disabled = page.offset <= 0;
   document.getElementById("next").disabled = end >= page.total;
   X.page.total = page.total;
+  document.getElementById("trials").dataset.drawn = String(seq);  // how many loads were drawn (for tests)
 }
 
 function reportTablePage() {
@@ -399,6 +426,8 @@ function reportTablePage() {
 }
 
 function renderParallel(d) {
+  if (!X.par) window.addEventListener("resize", () => { clearTimeout(X.parTimer); X.parTimer = setTimeout(() => renderParallel(X.par), 200); });
+  X.par = d;
   const dims = [];
   for (const [pn, col] of Object.entries(d.parameters)) {
     const nums = col.filter((v) => typeof v === "number");
@@ -418,9 +447,17 @@ function renderParallel(d) {
   const color = first ? (d.values[first.name] || []).map((v) => (v === null ? 0 : v)) : d.index;
   document.getElementById("parallel-note").textContent = d.index.length + " of " + d.total_completed + " completed trials (every Pareto-optimal one" +
     (d.index.length < d.total_completed ? ", the others evenly sampled" : "") + "); colour: " + (first ? first.name : "trial index");
-  Plotly.react("parallel", [{ type: "parcoords", dimensions: dims,
+  // axis titles are centred over their axes: where the axes are closer than the titles are long, turn them upright
+  const div = document.getElementById("parallel");
+  const brushes = {};  // a redraw (new results, a resize) keeps what the user brushed
+  for (const old of (div.data && div.data[0] && div.data[0].dimensions) || []) if (old.constraintrange) brushes[old.label] = old.constraintrange;
+  for (const dim of dims) if (brushes[dim.label]) dim.constraintrange = brushes[dim.label];
+  const gap = (div.clientWidth - 120) / Math.max(1, dims.length - 1);
+  const longest = Math.max(0, ...dims.map((d) => unesc(d.label).length)) * 7;
+  const upright = longest > gap;
+  Plotly.react(div, [{ type: "parcoords", dimensions: dims, labelangle: upright ? -90 : 0, labelside: "top",
     line: { color: color, colorscale: "Viridis", showscale: true, colorbar: { thickness: 12 } } }],
-  { margin: { t: 40, r: 60, b: 20, l: 60 } }, { displaylogo: false, responsive: true });
+  { margin: { t: upright ? 30 + longest : 40, r: 60, b: 20, l: 60 } }, { displaylogo: false, responsive: true });
 }
 
 function renderEvents(list, prepend) {
@@ -564,8 +601,17 @@ async function trialPage() {
     } catch (e) { showMessage(e.message, true); }
   }
   async function loadLog() {
-    const stream = document.getElementById("log-stream").value;
+    const sel = document.getElementById("log-stream");
     const pre = document.getElementById("log");
+    const streams = t.log_streams || [];
+    for (const o of sel.options) o.hidden = !streams.includes(o.value);
+    if (!streams.length) {  // e.g. a trial run inside the orchestrator's process: no log file to ask for
+      pre.textContent = t.log_tail || "(no log file was recorded for this trial)";
+      document.getElementById("log-path").textContent = t.log_tail ? "stored log tail" : "";
+      return;
+    }
+    if (!streams.includes(sel.value)) sel.value = streams[0];
+    const stream = sel.value;
     try {
       const lg = await api(base + "/log?lines=200&stream=" + stream);
       pre.textContent = lg.text || "(empty)";
@@ -636,19 +682,24 @@ function renderTimeline(t) {
   const colors = { user: "#d62728", infrastructure: "#ff7f0e", timeout: "#9467bd", cancelled: "#7f7f7f" };
   // one bar per attempt (a retried trial ran more than once), the waits between them in the queue's colour
   let last = created;
-  (t.attempts || []).forEach((a) => {
+  const attempts = t.attempts || [];
+  attempts.forEach((a) => {
     const start = at(a.started_at);
     const end = at(a.ended_at) || (t.terminal ? at(t.ended_at) : new Date());
     if (!start || !end) return;
     if (last && start > last) bars.push({ phase: a.number === 1 ? "queued" : "waiting to retry", start: last, end: start, color: "#b7a6f0" });
-    const phase = "attempt " + a.number + ": " + (a.failure_class || (a.ended_at ? t.status.toLowerCase() : "running"))
-      + (a.node ? " on " + a.node : "");
+    // the bar is the time the attempt ran; how it ended follows the arrow
+    const ended = a.failure_class || (a.ended_at && t.terminal ? t.status.toLowerCase() : null);
+    const phase = (attempts.length > 1 ? "attempt " + a.number + " " : "") + "running" + (a.node ? " on " + a.node : "") + (ended ? " \u2192 " + ended : "");
     bars.push({ phase, start, end, color: colors[a.failure_class] || (a.ended_at && t.status === "COMPLETED" ? "#2ca02c" : "#2b6de0") });
     last = end;
   });
+  const secs = (b) => { const s = (b.end - b.start) / 1000; return s < 120 ? s.toFixed(1) + " s" : (s / 60).toFixed(1) + " min"; };
+  // the legend above the plot, the ticks' date line below it: room for both, and for the "trial N" label
   Plotly.react("timeline-plot", bars.map((b) => ({ type: "bar", orientation: "h", y: ["trial " + t.index], base: [b.start.toISOString()],
-    x: [b.end - b.start], name: b.phase, marker: { color: b.color }, hovertemplate: b.phase + ": %{x} ms<extra></extra>" })),
-  { barmode: "stack", margin: { t: 10, r: 10, b: 30, l: 70 }, xaxis: { type: "date" }, showlegend: true, legend: { orientation: "h" } },
+    x: [b.end - b.start], name: b.phase, marker: { color: b.color }, hovertemplate: pesc(b.phase) + ": " + secs(b) + "<extra></extra>" })),
+  { barmode: "stack", margin: { t: 10, r: 20, b: 60, l: 70 }, xaxis: { type: "date", automargin: true }, yaxis: { automargin: true },
+    showlegend: true, legend: { orientation: "h", x: 0, y: 1.02, xanchor: "left", yanchor: "bottom" } },
   { displaylogo: false, responsive: true });
 }
 
@@ -663,7 +714,10 @@ async function diagnosticsPage() {
     catch (e) { showMessage(e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""), true); return; }
     if (d.state !== "computing") break;
     document.body.dataset.computing = "1";
-    showMessage("computing: fitting the model and cross-validating in the background (a few seconds)…");
+    // what the server is doing and for how long: the first fit in a server process loads Ax and BoTorch (~20 s)
+    showMessage("Computing the diagnostics (" + Math.round(d.elapsed_s || 0) + " s): " + (d.stage || "starting") + "…");
+    const m = document.getElementById("message");
+    m.prepend(el("progress", { id: "diag-progress" }), " ");
     await new Promise((r) => setTimeout(r, 1000));
   }
   renderDiagnostics(d);
