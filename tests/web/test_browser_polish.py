@@ -27,6 +27,8 @@ search_space:
   learning_rate: {{type: float, low: 0.001, high: 0.01, log: true}}
   dropout: {{type: float, low: 0, high: 1}}
   activation: {{type: choice, values: [relu, gelu]}}
+  batch_size: {{type: choice, values: [32, 64, 128], ordered: true}}
+  weight_decay: {{type: float, low: 0, high: 0.1}}
 objectives:
   val_acc: {{goal: maximize, threshold: 0.2}}
   num_params: {{goal: minimize}}
@@ -45,7 +47,8 @@ def polish_experiment(store: Store, name: str, work_dir: str = "/nonexistent/pol
         lr = 0.001 * 10 ** (i / 16)
         log_dir = f"{work_dir}/a-rather-long-experiment-folder-name/trials/trial_{i:04d}/job/torchx/{name}-{i}-x7f3k"
         t = store.add_trial(exp.id, i, {"learning_rate": lr, "dropout": (i * 7 % 17) / 17,
-                                          "activation": "relu" if i % 2 else "gelu"},
+                                          "activation": "relu" if i % 2 else "gelu", "batch_size": 32 * 2 ** (i % 3),
+                                          "weight_decay": (i * 5 % 17) / 170},
                             "Sobol", f"{name}-{i}", log_dir)
         t = store.mark_trial_running(t.id, f"local_cwd://synthetic/{name}-{i}", "local_cwd",
                                      {"stdout": f"{work_dir}/trial_{i:04d}/stdout.log"})
@@ -81,7 +84,8 @@ def test_every_request_is_answered_and_unknown_pages_are_404(page: Any, server: 
     request for a trial without a log file); /docs renders offline; unknown pages answer 404."""
     store = Store(server.url)
     exp = store.get_experiment(polish)
-    t = store.add_trial(exp.id, 17, {"learning_rate": 0.002, "dropout": 0.5, "activation": "relu"}, "Sobol", "polish-17", "")
+    t = store.add_trial(exp.id, 17, {"learning_rate": 0.002, "dropout": 0.5, "activation": "relu", "batch_size": 64,
+                                   "weight_decay": 0.01}, "Sobol", "polish-17", "")
     t = store.mark_trial_running(t.id, "inprocess://polish-17", "inprocess", {})
     store.finish_trial(t.id, TrialStatus.FAILED, failure_reason="ValueError: bad", log_tail="Traceback ...\nValueError: bad")
     failed: list[str] = []
@@ -202,7 +206,7 @@ def test_pages_fit_the_window_and_plots_keep_their_labels_apart(
             assert page.evaluate(overflow) <= 0, f"{path} is wider than a {width} px window"
             if shot == "experiment":  # parallel-coordinates axis titles do not overlap
                 titles = [b for b in (t.bounding_box() for t in page.locator("#parallel .axis-title").all()) if b]
-                assert len(titles) == 5
+                assert len(titles) == 7
                 assert not any(_overlap(a, b) for k, a in enumerate(titles) for b in titles[k + 1:]), titles
             if shot == "trial":
                 _check_timeline(page)
