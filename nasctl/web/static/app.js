@@ -44,13 +44,14 @@ function fmt(v) {
   return String(v);
 }
 
-/* Ticks for a log axis over [lo, hi] (lo > 0), each labelled with its full value: 1-2-5 per
-   decade, 1-3 over two or three decades, powers of ten beyond. (plotly labels the ticks inside
+/* Ticks for a log axis over [lo, hi] (lo > 0), each labelled with its full value: 1-2-3-5-7
+   within about a decade, 1-2-5 over two, 1-3 over three, powers of ten beyond. (plotly labels the ticks inside
    a decade with their first digit only: "2 3 4 5 6 7 8 9 100".) */
 function logTicks(lo, hi) {
   if (!(lo > 0) || !(hi >= lo)) return {};
   const d0 = Math.floor(Math.log10(lo)), d1 = Math.ceil(Math.log10(hi));
-  const steps = d1 - d0 > 3 ? [1] : d1 - d0 > 1 ? [1, 3] : [1, 2, 5];
+  const span = d1 - d0;
+  const steps = span > 3 ? [1] : span > 2 ? [1, 3] : span > 1 ? [1, 2, 5] : [1, 2, 3, 5, 7];
   const label = (v) => String(Number(v.toPrecision(3)));
   let vals = [];
   for (let d = d0; d <= d1; d++) for (const m of steps) {

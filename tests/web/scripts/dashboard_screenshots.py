@@ -5,7 +5,9 @@
 Runs two experiments with `nasctl run` (the test suite's fast trial script,
 three objectives, Sobol: 48 and 32 trials), serves them with `nasctl web` and
 drives Debian's headless Chromium with Playwright to write
-web-analysis-*.png into the given folder.
+web-analysis-*.png, web-pareto-box.png (a box drawn in the Pareto plot
+filters the table), web-trial.png (the trial page with its timeline) and
+web-narrow.png (the trial page at 420 px) into the given folder.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -101,7 +104,35 @@ def shoot(base: str, out: Path) -> None:
         pg.wait_for_selector("body[data-ready='1']", timeout=60_000)
         pg.wait_for_timeout(500)
         pg.screenshot(path=str(out / "web-analysis-compare.png"), full_page=True)
+        shoot_box_and_trial(pg, base, out)
+        narrow = b.new_page(viewport={"width": 420, "height": 900})
+        narrow.goto(base + "/experiments/demo/trials/5")
+        narrow.wait_for_selector("body[data-ready='1']", timeout=60_000)
+        narrow.wait_for_timeout(500)
+        narrow.screenshot(path=str(out / "web-narrow.png"), full_page=True, clip={"x": 0, "y": 0, "width": 420, "height": 2300})
         b.close()
+
+
+def shoot_box_and_trial(pg: Any, base: str, out: Path) -> None:
+    """A box drawn in the Pareto plot, with the table it filters; a trial page."""
+    pg.goto(base + "/experiments/demo")
+    pg.wait_for_selector("body[data-analysis='1']", timeout=120_000)
+    pg.evaluate("Plotly.relayout('pareto', {dragmode: 'select'})")
+    area = pg.locator("#pareto .nsewdrag").first.bounding_box()
+    pg.mouse.move(area["x"] + area["width"] * 0.55, area["y"] + area["height"] * 0.35)
+    pg.mouse.down()
+    pg.mouse.move(area["x"] + area["width"] * 0.98, area["y"] + area["height"] * 0.95, steps=8)
+    pg.mouse.up()
+    pg.wait_for_function("document.getElementById('pareto').dataset.selected !== ''")
+    pg.wait_for_timeout(1000)
+    top = pg.locator("#pareto").bounding_box()["y"] - 60
+    bottom = pg.locator("#trials").bounding_box()
+    pg.screenshot(path=str(out / "web-pareto-box.png"), full_page=True, clip={
+        "x": 0, "y": top, "width": 1400, "height": min(bottom["y"] + bottom["height"], top + 1300) - top})
+    pg.goto(base + "/experiments/demo/trials/5")
+    pg.wait_for_selector("body[data-ready='1']", timeout=60_000)
+    pg.wait_for_timeout(500)
+    pg.screenshot(path=str(out / "web-trial.png"), full_page=True)
 
 
 if __name__ == "__main__":
