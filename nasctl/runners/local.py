@@ -188,7 +188,13 @@ class LocalRunner(Runner):
         return self.torchx.dryrun(app, self.scheduler, cfg=cfg)
 
     def dryrun(self, request: JobRequest) -> str:
-        return str(self._dryrun_info(request))
+        info = self._dryrun_info(request)
+        # TorchX's local scheduler puts the request's PATH (the working folder) before this
+        # process's own PATH when it starts the job: show the PATH the trial will have
+        for replicas in info.request.role_params.values():
+            for replica in replicas:
+                replica.env["PATH"] = os.pathsep.join(p for p in (replica.env.get("PATH"), os.environ.get("PATH")) if p)
+        return str(info)
 
     def _warm_env(self, request: JobRequest) -> dict[str, str]:
         """`NASCTL_WARM_SOCKET` for a trial with `preload`, starting the warm
@@ -333,9 +339,15 @@ class LocalRunner(Runner):
     def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
         sdir = job.metadata.get("state_dir")
         launch = (read_json(os.path.join(sdir, LAUNCH)) if sdir else None) or {}
+        out, err = launch.get("stdout") or job.metadata.get("stdout"), launch.get("stderr") or job.metadata.get("stderr")
+        if isinstance(out, str) and isinstance(err, str):  # TorchX's copy of both streams, in the order written,
+            combined = os.path.join(os.path.dirname(out), "combined.log")  # once it holds all of them
+            sizes = [os.path.getsize(p) if os.path.isfile(p) else -1 for p in (combined, out, err)]
+            if sizes[0] > 0 and sizes[0] >= max(sizes[1], 0) + max(sizes[2], 0):
+                return tail_file(combined, lines)
         parts = []
         seen = set()
-        for stream in ("stderr", "stdout"):
+        for stream in ("stdout", "stderr"):  # else the output, then the errors (a traceback last)
             # the launch that ran the trial (it may not be the last one submitted)
             path = launch.get(stream) or job.metadata.get(stream)
             if not path or path in seen or not os.path.isfile(path):
