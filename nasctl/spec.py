@@ -212,6 +212,9 @@ class Budget(_Model):
     parallelism: int = Field(default=1, ge=1, le=1_000)
     trial_timeout: float | None = Field(default=None, gt=0, description="seconds")
     max_failures: int = Field(default=5, ge=0)
+    # stop once this many trials in a row failed the same way while none has
+    # completed (a misconfiguration, not bad luck); 0: never (a flaky script)
+    fail_fast: int = Field(default=3, ge=0, le=100_000)
     # with optimizer.fidelity: the total fidelity (epochs, say) all trials may
     # train; a promotion counts what it adds to the trial it continues
     max_fidelity: float | None = Field(default=None, gt=0)

@@ -7,8 +7,9 @@ The loop moves a trial through the ledger as it moves it through the store
 
 from __future__ import annotations
 
+import re
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from nasctl.orchestration.fidelity import FidelityBudget, front_results
 from nasctl.pareto import compute_front
@@ -17,6 +18,20 @@ from nasctl.types import TrialRecord, TrialStatus
 
 DURATIONS_KEPT = 10
 """How many recent completed trials' durations the pacing rules look at."""
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def failure_signature(failure_class: str | None, reason: str | None) -> str:
+    """How a trial failed, its numbers left out: trials that fail the same way (the
+    same exception at another learning rate, the same metric never logged) share it."""
+    return f"{failure_class or ''}: {_NUMBER.sub('#', reason or '')}"
+
+
+def repeated_failure(signatures: Sequence[str], succeeded: int, n: int) -> bool:
+    """`budget.fail_fast`: have the last `n` failures (n > 0) been the same, with no
+    trial succeeded? Then the trials are misconfigured: more would fail the same way."""
+    return n > 0 and succeeded == 0 and len(signatures) >= n and len(set(signatures[-n:])) == 1
 
 
 class TrialLedger:
@@ -35,6 +50,9 @@ class TrialLedger:
         self.hypervolume = 0.0
         self.durations: deque[float] = deque(maxlen=DURATIONS_KEPT)  # seconds of the last completed trials
         self.fidelity = FidelityBudget(spec)
+        # how this run's failed trials failed, in order (not those of a run before a resume:
+        # after a fix, budget.fail_fast judges the new trials)
+        self.failures: list[tuple[str, str]] = []  # (signature, reason)
 
     def load(self, trial: TrialRecord) -> None:
         """Count a trial the store already holds (resume). A trial still RUNNING or
@@ -73,8 +91,20 @@ class TrialLedger:
     def left(self) -> int:
         return self.spec.budget.max_trials - self.created
 
+    def failed(self, failure_class: str | None, reason: str | None) -> None:
+        """Keep how a trial of this run failed (for `budget.fail_fast`)."""
+        self.failures.append((failure_signature(failure_class, reason), reason or "no reason recorded"))
+
     def failures_exceeded(self, experiment: str) -> str | None:
-        """Why the run must end for failures (more than budget.max_failures), else None."""
+        """Why the run must end for failures (the same failure `budget.fail_fast` times
+        in a row with nothing succeeded, or more than budget.max_failures), else None."""
+        n = self.spec.budget.fail_fast
+        succeeded = self.counts[TrialStatus.COMPLETED.value] + self.counts[TrialStatus.EARLY_STOPPED.value]
+        if repeated_failure([s for s, _ in self.failures], succeeded, n):
+            last = self.failures[-1][1]
+            return (f"the last {n} trials all failed the same way and none has succeeded: "
+                    f"{last if len(last) <= 300 else last[:297] + '...'}; fix the trial and "
+                    f"`nasctl resume {experiment}` (budget.fail_fast: 0 lets a script that fails now and then go on)")
         failures = self.counts[TrialStatus.FAILED.value]
         limit = self.spec.budget.max_failures
         if failures <= limit:

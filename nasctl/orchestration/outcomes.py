@@ -36,6 +36,19 @@ from nasctl.leases import utcnow
 from nasctl.store import Store
 from nasctl.types import ExperimentRecord, FailureClass, Observation, TrialRecord, TrialStatus
 
+def exception_line(log: str | None) -> str | None:
+    """The last line of the last Python traceback in `log` (`ValueError: bad lr`), or None:
+    what a trial's failure reason adds to `job failed: exit code 1`."""
+    lines = (log or "").splitlines()
+    start = max((k for k, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")), default=-1)
+    if start < 0:
+        return None
+    for line in lines[start + 1:]:
+        if line.strip() and not line[0].isspace():
+            return line.strip()[:300]
+    return None
+
+
 CANCEL_IGNORED_EVENT = "cancel_ignored"
 """Event kind: a cancel request came for a trial that had already ended."""
 
@@ -128,10 +141,12 @@ class TrialOutcomes:
                 return self.retry(run.trial, run.job, attempts)
             self.cancel(run)
         reason = outcome.reason
+        tail = self.runner.log_tail(run.job, LOG_TAIL_LINES) if outcome.status != TrialStatus.COMPLETED else None
         if outcome.status == TrialStatus.FAILED:
+            raised = exception_line(tail) if outcome.failure_class == FailureClass.USER else None
+            reason = f"{reason}: {raised}" if raised and reason and raised not in reason else reason
             full = disk_full(self.exp.work_dir)
             reason = f"{reason} ({full})" if full else reason
-        tail = self.runner.log_tail(run.job, LOG_TAIL_LINES) if outcome.status != TrialStatus.COMPLETED else None
         info, problem = read_trial_info(str(run.reader.log_dir))
         if problem:
             self.store.add_event(self.exp.id, "warning", problem, trial_index=run.index)
@@ -168,6 +183,8 @@ class TrialOutcomes:
                                 ended_at=ended)
         failpoints.hit("after_finish_trial")
         self.ledger.move(was, status)
+        if status == TrialStatus.FAILED:
+            self.ledger.failed(cls.value if cls else None, reason)
         if self.stopper is not None:
             if status == TrialStatus.COMPLETED:
                 assert values is not None

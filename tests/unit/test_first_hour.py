@@ -134,3 +134,82 @@ def test_tables_in_an_80_column_terminal_cut_no_header_and_no_value(tmp_path: Pa
             assert word in out, (word, out)
     trials = _in_a_terminal("trials", "wide", "--db", url)
     assert "0.005432" in trials and "81234" in trials and "0.01086" in trials
+
+
+CRASHING_TRIAL = """
+import argparse, sys, time
+p = argparse.ArgumentParser()
+p.add_argument("--lr", type=float)
+args = p.parse_args()
+print("loading the data", flush=True)
+time.sleep(0.3)  # the output before the crash, as a real script's would be
+raise ValueError(f"learning rate {args.lr} is not a number I take")
+"""
+
+
+def test_a_crashing_script_says_its_exception_and_stops_the_experiment_early(tmp_path: Path) -> None:
+    """The reason carries the exception's last line, the log tail keeps the output before
+    the traceback, and three trials that fail the same way, with none succeeded, end the
+    experiment instead of spending budget.max_failures (issue 41, items 3 and 4)."""
+    (tmp_path / "train.py").write_text(CRASHING_TRIAL)
+    spec = tmp_path / "crash.yaml"
+    spec.write_text("name: crash\nsearch_space:\n  lr: {type: float, low: 0.001, high: 0.1, log: true}\n"
+                    "objectives: {val_acc: {goal: maximize}}\n"
+                    "budget: {max_trials: 10, max_failures: 8}\ntrial: {script: train.py}\n"
+                    "optimizer: {method: sobol, seed: 0}\n")
+    url = f"sqlite:///{tmp_path}/c.db"
+    run = run_cli("run", str(spec), "--db", url, "--workdir", str(tmp_path / "runs"), cwd=tmp_path, timeout=300)
+    assert run.returncode == 1, run.stdout + run.stderr
+    status = json.loads(run_cli("status", "crash", "--db", url, "--json").stdout)
+    assert status["status"] == "FAILED" and status["trials"]["FAILED"] == 3, status
+    assert "the last 3 trials all failed the same way and none has succeeded" in status["status_reason"]
+    assert "budget.fail_fast: 0" in status["status_reason"]
+    trials = json.loads(run_cli("trials", "crash", "--db", url, "--json", "--status", "FAILED").stdout)
+    for t in trials:
+        assert t["failure_reason"].startswith("job failed: exit code 1: ValueError: learning rate "), t["failure_reason"]
+    detail = json.loads(run_cli("trials", "crash", "--trial", "0", "--db", url, "--json").stdout)
+    tail = detail["log_tail"]
+    assert tail.index("loading the data") < tail.index("Traceback") < tail.index("ValueError: learning rate")
+
+
+def test_fail_fast_judges_a_run_by_its_repeated_failures() -> None:
+    from nasctl.orchestration.ledger import TrialLedger, failure_signature, repeated_failure
+    from nasctl.orchestration.outcomes import exception_line
+    from nasctl.spec import parse_spec
+
+    traceback = ("Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n    f()\n"
+                 "KeyError: 'x'\n\nDuring handling of the above exception, another exception occurred:\n\n"
+                 "Traceback (most recent call last):\n  File \"t.py\", line 5, in <module>\n"
+                 "    raise ValueError('lr 0.3')\nValueError: lr 0.3\n")
+    assert exception_line("epoch 1\n" + traceback + "shutting down\n") == "ValueError: lr 0.3"
+    assert exception_line("exit code 1\n") is None and exception_line(None) is None
+    same = [failure_signature("user", f"job failed: exit code 1: ValueError: lr {lr}") for lr in (0.3, 1e-3, 2.5e-05)]
+    assert len(set(same)) == 1
+    other = failure_signature("user", "metric 'val_acc' was never logged (logged: nothing)")
+    assert repeated_failure(same, succeeded=0, n=3)
+    assert not repeated_failure(same[:2], succeeded=0, n=3)  # not yet
+    assert not repeated_failure(same, succeeded=1, n=3)  # a trial succeeded: the trials can work
+    assert not repeated_failure([*same[:2], other], succeeded=0, n=3)  # failing in different ways
+    assert not repeated_failure(same, succeeded=0, n=0)  # the opt-out
+    base = "name: f\nsearch_space: {x: {type: float, low: 0, high: 1}}\nobjectives: {a: {goal: maximize}}\n"
+    for fail_fast, stops in (("", True), (", fail_fast: 0", False)):
+        ledger = TrialLedger(parse_spec(base + f"budget: {{max_trials: 9, max_failures: 8{fail_fast}}}\n"
+                                        "trial: {script: t.py}\n"))
+        for lr in (0.1, 0.2, 0.3):
+            ledger.move(None, TrialStatus.FAILED)
+            ledger.failed("user", f"job failed: exit code 1: ValueError: lr {lr}")
+        why = ledger.failures_exceeded("f")
+        assert (why is not None and why.endswith("(budget.fail_fast: 0 lets a script that fails now and then go on)")
+                and "ValueError: lr 0.3" in why) if stops else why is None
+
+
+def test_dryrun_shows_the_path_the_trial_gets(tmp_path: Path) -> None:
+    """TorchX's local scheduler puts the working folder before the launching process's PATH."""
+    import os
+
+    from tests.unit.test_cli_errors import EXAMPLE
+
+    proc = run_cli("run", EXAMPLE, "--dryrun", "--json", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    request = json.loads(proc.stdout)["request"]
+    assert f"'PATH': '{tmp_path}{os.pathsep}/usr/bin:/bin'" in request, request

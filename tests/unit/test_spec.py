@@ -181,10 +181,10 @@ def test_missing_file() -> None:
         load_spec("/nonexistent/spec.yaml")
 
 
-def test_unknown_key_names_the_readme_once() -> None:
+def test_unknown_key_names_the_spec_reference_once() -> None:
     msg = _err(BASE.replace("max_trials: 4", "max_trials: 4, parallel: 2", 1))
     assert "budget.parallel: unknown key (check the spelling)" in msg
-    assert msg.count("README") == 1, msg
+    assert msg.count("docs/spec.md") == 1, msg
 
 
 @pytest.mark.parametrize(
