@@ -39,7 +39,7 @@ def test_every_fault_is_recorded(tmp_path: Path) -> None:
     trials = {t["index"]: t for t in json.loads(run_cli("trials", "faults", "--db", db, "--json").stdout)}
     assert trials[0]["status"] == trials[6]["status"] == "COMPLETED"
     reasons = {i: trials[i]["failure_reason"] for i in range(1, 6)}
-    assert reasons[1] == "job failed: exit code 1"
+    assert reasons[1] == "job failed: exit code 1: RuntimeError: simulated training crash"  # its exception's last line
     assert "'f1' is nan" in reasons[2]
     assert "'f2' was never logged (logged: f1, loss)" in reasons[3]
     assert "timed out after 25s" in reasons[4]
