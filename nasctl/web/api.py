@@ -123,8 +123,9 @@ def info(request: Request) -> dict[str, Any]:
     """Version, whether writes (stop, cancel, notes, rename, delete) are enabled, and whether
     this is `nasctl serve` (which can also resume experiments)."""
     st = state(request)
-    # `nasctl serve` adds its routes (submit, resume) to this app: pages offer resume only there
-    service = any(getattr(r, "path", None) == "/api/service" for r in request.app.routes)
+    # `nasctl serve` (nasctl.server.create_service_app) puts its supervisor on this app and
+    # adds its routes (submit, resume): pages offer resume only there
+    service = getattr(request.app.state, "supervisor", None) is not None
     return {"version": __version__, "read_only": not st.token, "database": st.store.display_url, "service": service}
 
 

@@ -44,6 +44,10 @@ def test_submit_without_the_right_token_names_the_cli_options(tmp_path: Path) ->
             assert proc.returncode == 2 and err.count("\n") == 0, (proc.returncode, err)
             assert "missing or wrong token" in err and says in err and "Authorization" not in err
         assert TOKEN  # the service has one: the refusal is about the request, not a read-only service
+        import httpx
+
+        # its pages offer resume: /api/info says it is the service (they no longer probe /api/service)
+        assert httpx.get(svc.url + "/api/info").json()["service"] is True
     finally:
         svc.kill()
 
