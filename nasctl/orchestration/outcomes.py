@@ -36,6 +36,7 @@ from nasctl.leases import utcnow
 from nasctl.store import Store
 from nasctl.types import ExperimentRecord, FailureClass, Observation, TrialRecord, TrialStatus
 
+
 def exception_line(log: str | None) -> str | None:
     """The last line of the last Python traceback in `log` (`ValueError: bad lr`), or None:
     what a trial's failure reason adds to `job failed: exit code 1`."""

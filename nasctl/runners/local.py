@@ -342,8 +342,11 @@ class LocalRunner(Runner):
         out, err = launch.get("stdout") or job.metadata.get("stdout"), launch.get("stderr") or job.metadata.get("stderr")
         if isinstance(out, str) and isinstance(err, str):  # TorchX's copy of both streams, in the order written,
             combined = os.path.join(os.path.dirname(out), "combined.log")  # once it holds all of them
-            sizes = [os.path.getsize(p) if os.path.isfile(p) else -1 for p in (combined, out, err)]
-            if sizes[0] > 0 and sizes[0] >= max(sizes[1], 0) + max(sizes[2], 0):
+            try:
+                sizes = [os.path.getsize(p) if os.path.isfile(p) else 0 for p in (combined, out, err)]
+            except OSError:  # removed meanwhile: the streams below say what is left
+                sizes = [0, 0, 0]
+            if sizes[0] > 0 and sizes[0] >= sizes[1] + sizes[2]:
                 return tail_file(combined, lines)
         parts = []
         seen = set()
