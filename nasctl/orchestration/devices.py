@@ -21,11 +21,10 @@ starts only when every device is busy; otherwise the lowest-indexed free devices
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable, Sequence
 from datetime import timezone
 
-from nasctl.leases import owner_dead
+from nasctl.leases import host_name, owner_dead
 from nasctl.runners.base import Runner, SubmittedJob
 from nasctl.runners.devices import DeviceInventory
 from nasctl.store import Store
@@ -76,7 +75,7 @@ class DevicePlacer:
         self.owner = owner
         self.runner = runner
         self._owner_alive = owner_alive
-        self.host = socket.gethostname()
+        self.host = host_name()  # NASCTL_HOSTNAME where set, as in the lease owners
 
     def place(self, experiment_id: int, trial: TrialRecord, need: int) -> tuple[list[str] | None, list[DeviceLease]]:
         """Lease `need` devices for `trial`. Returns (devices or None when too few

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ from nasctl.leases import (
     LeaseOwner,
     experiment_lease_stale,
     experiment_stale_after,
+    host_name,
     owner_alive,
     owner_id,
     service_lease_stale,
@@ -120,7 +120,7 @@ class Supervisor:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
-        self.host = socket.gethostname()
+        self.host = host_name()
 
     # --- life cycle ------------------------------------------------------------------
     def start(self) -> None:
