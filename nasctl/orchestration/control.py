@@ -53,8 +53,8 @@ def check_spec_runnable(spec: ExperimentSpec) -> None:
     if spec.optimizer.method == "saasbo" and not saasbo_available():
         raise BadInputError("optimizer.method saasbo needs JAX and NumPyro, which are not installed",
                             SAASBO_INSTALL_HINT)
-    if spec.runner.scheduler == "inprocess" and not spec.trial.function:
-        raise BadInputError("runner.scheduler inprocess runs only trial.function trials",
+    if spec.runner.scheduler in ("inprocess", "simulated") and not spec.trial.function:
+        raise BadInputError(f"runner.scheduler {spec.runner.scheduler} runs only trial.function trials",
                             "set trial.function, or use runner.scheduler local_cwd")
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
     if source.uses_trial_resources:  # a component's role says its own GPUs, checked when it is placed

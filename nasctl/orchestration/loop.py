@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import signal
 import threading
-import time
 import traceback
 from collections import deque
 
@@ -96,11 +95,11 @@ class Orchestrator:
         settings = settings or ControlSettings(runner.poll_interval)
         self.settings = settings if poll_interval is None else dataclasses.replace(settings, poll_interval=poll_interval)
         self.poll_interval, self.metrics_interval, self.on_progress = self.settings.poll_interval, metrics_interval, on_progress
-        self.owner = owner_id()
+        self.owner, self.clock = owner_id(), runner.clock()  # real time, or a simulating runner's
         self.messages = Messages()
         self.reach = Reachability(store, experiment, runner.scheduler, self.settings, self.messages)
         self.ledger = TrialLedger(spec)
-        self.proposals = Proposals(store, experiment, spec, generator, self.ledger, self.messages, lookahead)
+        self.proposals = Proposals(store, experiment, spec, generator, self.ledger, self.messages, lookahead, self.clock)
         self._stopper = EarlyStopper(spec) if spec.early_stopping is not None else None
         self.outcomes = TrialOutcomes(store, experiment, spec, runner, generator, self.ledger, self._stopper,
                                       self.messages)
@@ -112,7 +111,7 @@ class Orchestrator:
         self._stop_lock = threading.Lock()
         self._last_event_id = 0
         self._reattached, self._saved = 0, 0.0  # trials re-attached on resume; early stopping's seconds saved
-        self._t0 = time.monotonic()
+        self._t0 = self.clock.monotonic()
         self._wake = threading.Event()  # set when a job ended, a proposal is ready or a stop was asked for
         self._notified = False  # the runner wakes the loop when a job ends (no fast polling needed)
         self._job_ended = threading.Event()  # set by such a runner: poll now
@@ -165,7 +164,7 @@ class Orchestrator:
         self._close(status, reason)
         led = self.ledger
         return RunSummary(self.exp.name, status, reason, dict(led.counts), led.hypervolume, list(led.front),
-                          time.monotonic() - self._t0, list(self.proposals.seconds), self._reattached,
+                          self.clock.monotonic() - self._t0, list(self.proposals.seconds), self._reattached,
                           len(self._running), self._saved, list(self.proposals.cpu_seconds))
 
     # --- the loop ----------------------------------------------------------------
@@ -194,7 +193,7 @@ class Orchestrator:
         pause = self.poll_interval
         while True:
             self._wake.clear()  # what happens from here on ends the pause below early
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if now - last_requests >= REQUEST_POLL_SECONDS:
                 self._check_requests()
                 last_requests = now
@@ -210,7 +209,7 @@ class Orchestrator:
                 self._read_running_metrics()
                 last_metrics = now
             self._judge_running(early=read)
-            expired = self.reach.expired(time.time())
+            expired = self.reach.expired(self.clock.time())
             if expired is not None:
                 raise _Stop(expired, cancel=False)
             if failed is None:
@@ -230,8 +229,9 @@ class Orchestrator:
             if not self._running and (failed is not None or self._budget_spent()):
                 return failed
             pause = sleep_seconds(self.poll_interval, self._notified, self.ledger.durations,
-                                  (r.started for r in self._running.values()), time.time())
-            self._wake.wait(min(pause, TICK_SECONDS, max(0.0, last_status + pause - time.monotonic())))
+                                  (r.started for r in self._running.values()), self.clock.time())
+            self.clock.wait(self._wake, min(pause, TICK_SECONDS, max(0.0, last_status + pause - self.clock.monotonic())),
+                            busy=self.proposals.pending)
 
     def _budget_spent(self) -> bool:
         led = self.ledger
@@ -277,7 +277,7 @@ class Orchestrator:
         """Launch queued candidates, in order, while slots (and devices) are free; while
         the scheduler refuses submissions for want of being reached, only after its pause."""
         free = self.spec.budget.parallelism - len(self._running)
-        if not self._ready or free <= 0 or not self.reach.may_submit(time.time()):
+        if not self._ready or free <= 0 or not self.reach.may_submit(self.clock.time()):
             return
         try:
             launched, unreachable = self.launcher.launch_ready(self._ready, free)
@@ -288,22 +288,22 @@ class Orchestrator:
             if self._stopper is not None:
                 self._stopper.track(run.index, run.trial.parameters)
         if unreachable is not None:
-            self.reach.failed(SUBMIT, unreachable, time.time())
+            self.reach.failed(SUBMIT, unreachable, self.clock.time())
         elif launched:
-            self.reach.answered(SUBMIT, time.time())
+            self.reach.answered(SUBMIT, self.clock.time())
 
     def _poll_jobs(self) -> bool:
         """One status query for every running job; act on those that ended. A scheduler
         that cannot be reached leaves them all running (nasctl/orchestration/reach.py)."""
         if not self._running:
-            self.reach.answered(STATUS, time.time(), needed=False)
+            self.reach.answered(STATUS, self.clock.time(), needed=False)
             return False
         try:
             statuses = self.runner.status([r.job for r in self._running.values()])
         except SchedulerUnreachable as e:
-            self.reach.failed(STATUS, e, time.time())
+            self.reach.failed(STATUS, e, self.clock.time())
             return False
-        now = time.time()
+        now = self.clock.time()
         self.reach.answered(STATUS, now)
         changed = False
         for index, run in list(self._running.items()):
@@ -334,7 +334,7 @@ class Orchestrator:
         running trials and cancel their jobs, so both wait while the scheduler is unreachable."""
         if self.reach.waiting:
             return
-        for index, outcome, saved in self.outcomes.judge(self._running, time.time(), early):
+        for index, outcome, saved in self.outcomes.judge(self._running, self.clock.time(), early):
             self._saved += saved
             self._end_running(index, outcome)
 
@@ -361,7 +361,7 @@ class Orchestrator:
             experiment=self.exp.name, max_trials=self.spec.budget.max_trials,
             parallelism=self.spec.budget.parallelism, counts=dict(led.counts), hypervolume=led.hypervolume,
             front=led.front_values(), generating=props.pending, generating_seconds=self.gen.busy_seconds,
-            elapsed=time.monotonic() - self._t0,
+            elapsed=self.clock.monotonic() - self._t0,
             last_generation_seconds=props.seconds[-1] if props.seconds else None,
             messages=self.messages.recent(), done=done, waiting_for_devices=len(self.launcher.waiting),
             scheduler=self.runner.scheduler, unreachable_since=self.reach.since,

@@ -23,6 +23,7 @@ from nasctl.orchestration.generator import CandidateGenerator
 from nasctl.orchestration.jobs import job_name, trial_dir
 from nasctl.orchestration.ledger import TrialLedger
 from nasctl.orchestration.progress import Messages, describe_proposal
+from nasctl.runners.clock import REAL_CLOCK, Clock
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store, queries
 from nasctl.types import ExperimentRecord, TrialRecord
@@ -63,11 +64,13 @@ class Proposals:
         ledger: counts and budget.
         messages: the live display's messages.
         fixed_lookahead: see `lookahead`; None for the adaptive rule.
+        clock: the loop's clock; the adaptive rule takes a proposal's cost on it
+            (real seconds, or none on a simulated clock: nasctl/runners/simulated.py).
     """
 
     def __init__(self, store: Store, experiment: ExperimentRecord, spec: ExperimentSpec,
                  generator: CandidateGenerator, ledger: TrialLedger, messages: Messages,
-                 fixed_lookahead: int | None = None) -> None:
+                 fixed_lookahead: int | None = None, clock: Clock = REAL_CLOCK) -> None:
         self.store = store
         self.exp = experiment
         self.spec = spec
@@ -75,6 +78,7 @@ class Proposals:
         self.ledger = ledger
         self._messages = messages
         self.fixed_lookahead = fixed_lookahead
+        self.clock = clock
         self.seconds: list[float] = []  # wall seconds of every proposal received
         self.cpu_seconds: list[float] = []
         self.log_scale: tuple[str, ...] = ()  # objectives the optimizer's model has on the log scale
@@ -120,7 +124,7 @@ class Proposals:
         if self.pending or self.ledger.fidelity.exhausted:
             return
         ahead = lookahead(self.spec.budget.parallelism, len(self.ledger.completed), self.fixed_lookahead,
-                          self.seconds[-1] if self.seconds else None, list(self.ledger.durations))
+                          self.clock.cost(self.seconds[-1]) if self.seconds else None, list(self.ledger.durations))
         n = min(self.spec.budget.parallelism + ahead - running - queued, self.ledger.left)
         if n > 0:
             self.gen.request(n)

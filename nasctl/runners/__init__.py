@@ -19,6 +19,7 @@ BUILTIN_RUNNERS: dict[str, str] = {
     "slurm": "nasctl.runners.slurm:create_runner",
     "kubernetes": "nasctl.runners.kubernetes:create_runner",
     "inprocess": "nasctl.runners.inprocess:create_runner",
+    "simulated": "nasctl.runners.simulated:create_runner",
 }
 
 

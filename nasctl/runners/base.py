@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nasctl.runners.clock import REAL_CLOCK, Clock
 from nasctl.runners.devices import DeviceInventory
 from nasctl.types import FailureClass
 
@@ -163,6 +164,12 @@ class Runner(abc.ABC):
         instead of at its next tick. Returns whether the runner will; the
         default cannot know (its jobs run elsewhere) and the orchestrator polls."""
         return False
+
+    def clock(self) -> Clock:
+        """The time this runner's jobs run in, which the orchestrator's loop runs
+        against: real time, except for a runner that simulates its jobs' durations
+        (nasctl/runners/simulated.py), whose clock moves only when the loop waits."""
+        return REAL_CLOCK
 
     def device_inventory(self) -> DeviceInventory | None:
         """The GPUs nasctl places this runner's trials on itself, or None where the

@@ -43,8 +43,42 @@ OUTCOME = "inprocess.json"
 DEFAULT_WORKERS = 4
 
 
-def _outcome_path(trial_dir: str) -> str:
+def outcome_path(trial_dir: str) -> str:
+    """Where a function trial's outcome (`inprocess.json`) is kept in its directory."""
     return os.path.join(trial_dir, OUTCOME)
+
+
+def function_call(request: JobRequest, scheduler: str = "inprocess") -> tuple[str, dict[str, Any]]:
+    """The `trial.function` target and parameters of a request.
+
+    Raises:
+        RunnerError: the request is not a `trial.function` trial.
+    """
+    args = request.args
+    if len(args) < 3 or args[:2] != ["-m", FUNCTION_ENTRY_MODULE]:
+        raise RunnerError(
+            f"the {scheduler} runner runs only trial.function trials, not {request.entrypoint} {' '.join(args[:2])}",
+            "set trial.function, or use runner.scheduler local_cwd",
+        )
+    parsed = parse_args(args[2:])
+    return parsed.target, parsed.parameters
+
+
+def run_and_record(request: JobRequest, target: str, params: dict[str, Any],
+                   extra: dict[str, Any] | None = None) -> None:
+    """Run a function trial here (its metrics logged to NASCTL_LOG_DIR) and write its
+    outcome file, which is what a later process reads its end from. The function's
+    exception is the trial's failure (recorded); failing to write the outcome raises."""
+    outcome: dict[str, Any] = {"started": time.time(), **(extra or {})}
+    try:
+        outcome["values"] = run_function(target, params, request.env["NASCTL_LOG_DIR"])
+        outcome["ok"] = True
+    except BadInputError as e:
+        outcome.update(ok=False, error=str(e))
+    except Exception as e:  # the trial's failure, reported like a crashed process's
+        outcome.update(ok=False, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
+    outcome["ended"] = time.time()
+    write_json_atomic(outcome_path(request.trial_dir), outcome)
 
 
 class InProcessRunner(Runner):
@@ -68,24 +102,13 @@ class InProcessRunner(Runner):
         self._lock = threading.Lock()
         self._wake: Callable[[], None] | None = None
 
-    @staticmethod
-    def _call(request: JobRequest) -> tuple[str, dict[str, Any]]:
-        args = request.args
-        if len(args) < 3 or args[:2] != ["-m", FUNCTION_ENTRY_MODULE]:
-            raise RunnerError(
-                f"the inprocess runner runs only trial.function trials, not {request.entrypoint} {' '.join(args[:2])}",
-                "set trial.function, or use runner.scheduler local_cwd",
-            )
-        parsed = parse_args(args[2:])
-        return parsed.target, parsed.parameters
-
     def dryrun(self, request: JobRequest) -> str:
-        target, params = self._call(request)
+        target, params = function_call(request)
         return (f"in the orchestrator's process: {target}({json.dumps(params, sort_keys=True)}) "
                 f"-> metrics logged to {request.env.get('NASCTL_LOG_DIR')}")
 
     def submit(self, request: JobRequest) -> SubmittedJob:
-        target, params = self._call(request)
+        target, params = function_call(request)
         existing = self.find(request)
         if existing is not None:  # never run one trial twice
             return existing
@@ -101,18 +124,8 @@ class InProcessRunner(Runner):
         return SubmittedJob(handle, {"trial_dir": request.trial_dir, "submitted": time.time()})
 
     def _run(self, request: JobRequest, target: str, params: dict[str, Any]) -> None:
-        t0 = time.time()
-        outcome: dict[str, Any] = {"started": t0}
         try:
-            outcome["values"] = run_function(target, params, request.env["NASCTL_LOG_DIR"])
-            outcome["ok"] = True
-        except BadInputError as e:
-            outcome.update(ok=False, error=str(e))
-        except Exception as e:  # the trial's failure, reported like a crashed process's
-            outcome.update(ok=False, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
-        outcome["ended"] = time.time()
-        try:
-            write_json_atomic(_outcome_path(request.trial_dir), outcome)
+            run_and_record(request, target, params)
         finally:
             if self._wake is not None:
                 self._wake()
@@ -126,7 +139,7 @@ class InProcessRunner(Runner):
         if job.handle in self._cancelled:
             return JobStatus(JobState.CANCELLED, "cancelled", failure_class=FailureClass.CANCELLED)
         trial_dir = job.metadata.get("trial_dir")
-        outcome = read_json(_outcome_path(trial_dir)) if trial_dir else None
+        outcome = read_json(outcome_path(trial_dir)) if trial_dir else None
         if outcome is not None:
             if outcome.get("ok"):
                 return JobStatus(JobState.SUCCEEDED, None, 0)
@@ -154,13 +167,13 @@ class InProcessRunner(Runner):
 
     def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
         trial_dir = job.metadata.get("trial_dir")
-        outcome = (read_json(_outcome_path(trial_dir)) if trial_dir else None) or {}
+        outcome = (read_json(outcome_path(trial_dir)) if trial_dir else None) or {}
         text = outcome.get("traceback") or outcome.get("error") or ""
         return "\n".join(str(text).splitlines()[-lines:])
 
     def find(self, request: JobRequest) -> SubmittedJob | None:
         handle = f"inprocess://{request.name}"
-        if handle in self._jobs or os.path.exists(_outcome_path(request.trial_dir)):
+        if handle in self._jobs or os.path.exists(outcome_path(request.trial_dir)):
             return SubmittedJob(handle, {"trial_dir": request.trial_dir, "submitted": time.time()})
         return None
 

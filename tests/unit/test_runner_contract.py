@@ -25,9 +25,9 @@ from tests.cluster import require_slurm
 from tests.k8s_standin import StandInCluster
 
 RUNNERS = ["local_cwd", "slurm", "kubernetes"]
-# inprocess runs only trial.function calls, not commands: tests/unit/test_inprocess.py
-# holds its version of this suite.
-FUNCTION_RUNNERS = ["inprocess"]
+# inprocess and simulated run only trial.function calls, not commands: tests/unit/test_inprocess.py
+# and tests/unit/test_simulated.py hold their versions of this suite.
+FUNCTION_RUNNERS = ["inprocess", "simulated"]
 
 
 def test_every_builtin_runner_is_covered() -> None:
