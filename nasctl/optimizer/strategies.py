@@ -162,6 +162,13 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
         initialization_budget=spec.initial_trials,
         initialization_random_seed=seed,
         torch_device=device,
+        # With several trials in flight, the quasi-random start can be spent before
+        # half of it has results, which Ax's model step waits for by default: Ax
+        # would refuse to propose (DataRequiredError) and the run would fail at its
+        # first result with `parallelism` >= 4. One result is enough to start from;
+        # one trial at a time, the start has all its results first, so nothing
+        # changes there.
+        min_observed_initialization_trials=1,
     )
     gs = choose_generation_strategy(struct, model_config=config)
     dims = len(spec.tunable)
