@@ -23,6 +23,13 @@ Methods:
 All see the same search space; the hypervolume uses the problem's reference
 point for everyone. Generation time is the time to produce one candidate
 (nasctl: the generator's proposal time; Optuna: `ask`; Ax: `get_next_trials`).
+
+With `--parallelism 1,4,16`, every method runs that many trials at once, asynchronously,
+on a simulated clock (benchmarks/parallel.py: nasctl through its real loop on the
+`simulated` runner; the peers with their own handling of running trials, TPE with the
+constant liar), and the table gives the hypervolume against results and against
+simulated time; results go to --out/k<K>/ (default
+benchmarks/results/sample_efficiency_parallel/).
 """
 
 from __future__ import annotations
@@ -44,12 +51,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import args as argtypes  # noqa: E402
+from benchmarks import parallel  # noqa: E402
 from benchmarks.problems import PROBLEMS, Problem, get_problem, hv_trace  # noqa: E402
 
 METHODS = ["random", "tpe", "nsga2", "gp", "nasctl", "ax"]
 CHECKPOINTS = (10, 20, 30, 50)
 GEN_FROM = 40  # generation times are taken for candidates proposed with >= this many observed trials
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "sample_efficiency"
+DEFAULT_PARALLEL_OUT = ROOT / "benchmarks" / "results" / "sample_efficiency_parallel"
 
 
 # --- one run -----------------------------------------------------------------------------
@@ -134,10 +143,9 @@ def _optuna(problem: Problem, method: str, seed: int, budget: int) -> dict[str, 
     return {"values": values, "params": params, "gen_seconds": gen, "gen_cpu_seconds": cpu}
 
 
-def _ax(problem: Problem, seed: int, budget: int, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A stock Ax Client run. With `earlier` (a stored run of fewer trials), its trials are
-    attached to a fresh Client and completed with their stored values, and Ax's generation
-    strategy proposes the rest from there (`--extend`)."""
+def _ax_client(problem: Problem, seed: int) -> Any:
+    """A stock `ax.api.Client` for `problem`: its default generation strategy, the
+    problem's reference point as objective thresholds."""
     import logging
 
     import torch
@@ -161,6 +169,14 @@ def _ax(problem: Problem, seed: int, budget: int, earlier: dict[str, Any] | None
         objective=", ".join(f"-{o}" for o in problem.objectives),
         outcome_constraints=[f"{o} <= {r!r}" for o, r in zip(problem.objectives, problem.ref)],
     )
+    return client
+
+
+def _ax(problem: Problem, seed: int, budget: int, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A stock Ax Client run. With `earlier` (a stored run of fewer trials), its trials are
+    attached to a fresh Client and completed with their stored values, and Ax's generation
+    strategy proposes the rest from there (`--extend`)."""
+    client = _ax_client(problem, seed)
     values, gen, chosen, cpu, nodes = [], [], [], [], []
     if earlier is not None:
         for x, v in zip(earlier["params"], earlier["values"]):
@@ -190,19 +206,25 @@ def _ax(problem: Problem, seed: int, budget: int, earlier: dict[str, Any] | None
     return {"values": values, "params": chosen, "gen_seconds": gen, "gen_cpu_seconds": cpu, "methods": nodes}
 
 
-def run_one(problem_name: str, method: str, seed: int, budget: int, out: Path, extend: bool = False) -> Path:
+def run_one(problem_name: str, method: str, seed: int, budget: int, out: Path, extend: bool = False,
+            parallelism: int | None = None) -> Path:
     """Run one (problem, method, seed) and write its JSON result file. With `extend`, a stored
-    shorter stock-Ax run is continued to `budget` trials instead of starting over."""
+    shorter stock-Ax run is continued to `budget` trials instead of starting over. With
+    `parallelism`, the run has that many trials at once on the simulated clock (benchmarks/parallel.py)."""
     problem = get_problem(problem_name)
     path = result_path(out, problem_name, method, seed)
     earlier = json.loads(path.read_text()) if extend and path.exists() else None
     load0, t0 = os.getloadavg(), time.time()
-    if method == "nasctl":
+    if parallelism is not None:
+        res = _run_parallel(problem, method, seed, budget, parallelism)
+    elif method == "nasctl":
         res = run_nasctl(problem, seed, budget)
     elif method == "ax":
         res = _ax(problem, seed, budget, earlier)
     else:
         res = _optuna(problem, method, seed, budget)
+    if parallelism is not None:
+        res.update(parallelism=parallelism, median_seconds=parallel.MEDIAN_SECONDS, sigma=parallel.SIGMA)
     if earlier is not None and method == "ax":
         res.update(extended_from=len(earlier["values"]), extended_date=earlier["date"],
                    extended_loadavg=[earlier["loadavg_start"], earlier["loadavg_end"]])
@@ -217,6 +239,14 @@ def run_one(problem_name: str, method: str, seed: int, budget: int, out: Path, e
     tmp.write_text(json.dumps(res, default=str))
     tmp.replace(path)
     return path
+
+
+def _run_parallel(problem: Problem, method: str, seed: int, budget: int, parallelism: int) -> dict[str, Any]:
+    if method == "nasctl":
+        return parallel.run_nasctl(problem, seed, budget, parallelism)
+    if method == "ax":
+        return parallel.run_ax(problem, seed, budget, parallelism, _ax_client(problem, seed))
+    return parallel.run_optuna(problem, method, seed, budget, parallelism, _optuna_distributions(problem))
 
 
 def result_path(out: Path, problem: str, method: str, seed: int) -> Path:
@@ -238,7 +268,7 @@ CHEAP = ("random", "tpe", "nsga2", "gp")
 
 
 def run_grid(problems: list[str], methods: list[str], seeds: list[int], budget: int, out: Path, jobs: int,
-             extend: bool = False) -> int:
+             extend: bool = False, parallelism: int | None = None) -> int:
     """Every missing run, cheap methods first, `jobs` processes at a time. Runs of the
     Optuna methods share one process per (problem, method) to save start-up time;
     nasctl and Ax runs get a fresh process each. A failed run is reported and the
@@ -259,6 +289,7 @@ def run_grid(problems: list[str], methods: list[str], seeds: list[int], budget: 
             p, m, ss = todo.pop(0)
             cmd = [sys.executable, __file__, "--one", p, m, ",".join(map(str, ss)),
                    "--budget", str(budget), "--out", str(out)] + (["--extend"] if extend else [])
+            cmd += ["--parallelism", str(parallelism)] if parallelism is not None else []
             running.append((subprocess.Popen(cmd, stderr=subprocess.PIPE), (p, m, ss)))
         for proc, key in list(running):
             if proc.poll() is not None:
@@ -388,17 +419,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=argtypes.seeds, default=argtypes.seeds("0-9"), help="e.g. 0-9 or 0,3,5")
     ap.add_argument("--budget", type=argtypes.positive_int, default=50, help="trials per run")
     ap.add_argument("--jobs", type=argtypes.positive_int, default=2, help="runs in parallel (processes)")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"results folder (default {DEFAULT_OUT.relative_to(ROOT)}, with --parallelism "
+                         f"{DEFAULT_PARALLEL_OUT.relative_to(ROOT)})")
+    ap.add_argument("--parallelism", type=argtypes.positive_ints, default=None,
+                    help="e.g. 1,4,16: run every method with that many trials at once on the simulated clock "
+                         "(benchmarks/parallel.py); results under --out/k<K>/")
     ap.add_argument("--extend", action="store_true",
                     help="continue stored shorter stock-Ax runs to --budget (their trials are attached to a "
                          "fresh Client) instead of starting them over")
     ap.add_argument("--report", action="store_true", help="only print the table and plots from stored results")
     ap.add_argument("--one", nargs=3, metavar=("PROBLEM", "METHOD", "SEED"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.parallelism is not None and a.extend:
+        ap.error("--extend continues parallelism-1 stock-Ax runs only: leave out --parallelism")
     if a.one:
+        k = a.parallelism[0] if a.parallelism else None
         for seed in argtypes.seeds(a.one[2]):
-            run_one(a.one[0], a.one[1], seed, a.budget, a.out, a.extend)
+            run_one(a.one[0], a.one[1], seed, a.budget, a.out or DEFAULT_OUT, a.extend, k)
         return 0
+    if a.parallelism is not None:
+        return _main_parallel(a.problems, a.methods, a.seeds, a.budget, a.out or DEFAULT_PARALLEL_OUT, a.jobs,
+                              a.parallelism, a.report)
+    a.out = a.out or DEFAULT_OUT
     problems, methods = a.problems, a.methods
     failed = 0
     if not a.report:
@@ -408,6 +451,20 @@ def main(argv: list[str] | None = None) -> int:
     print(report(a.out, problems, methods))
     for p in plot(a.out, problems, methods):
         print(f"plot: {p}", file=sys.stderr)
+    if failed:
+        print(f"{failed} run process(es) failed (above); the table holds the runs that finished", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _main_parallel(problems: list[str], methods: list[str], seeds: list[int], budget: int, out: Path, jobs: int,
+                   ks: list[int], only_report: bool) -> int:
+    failed = 0
+    if not only_report:
+        for k in ks:
+            failed += run_grid(problems, methods, seeds, budget, out / f"k{k}", jobs, parallelism=k)
+    results = [r for k in ks for r in load_results(out / f"k{k}")]
+    print(parallel.report(results, problems, methods, tuple(c for c in CHECKPOINTS if c <= budget) or (budget,)))
     if failed:
         print(f"{failed} run process(es) failed (above); the table holds the runs that finished", file=sys.stderr)
         return 1

@@ -1,0 +1,204 @@
+"""Sample efficiency at parallelism K, on a simulated clock (`sample_efficiency.py --parallelism`).
+
+Every trial of every method gets the same simulated duration for the same
+configuration and seed: `nasctl.runners.simulated.trial_seconds`, a log-normal
+draw (median MEDIAN_SECONDS, sigma SIGMA) seeded by the parameters and the
+run's seed. K trials run at once; a slot that frees is refilled at once, and a
+proposal takes no simulated time (its real CPU time is reported apart).
+
+- nasctl runs through its real loop (`start_experiment`: Orchestrator, SQLite
+  store, generator thread, TensorBoard files read back) with the `simulated`
+  runner, whose clock the loop runs against (nasctl/runners/simulated.py).
+- The peers are driven by `simulate`, an event loop with the same rules: ask
+  for as many candidates as slots are free (each peer with its own handling of
+  the trials still running: Ax's pending points, Optuna TPE's constant liar,
+  NSGA-II's and GPSampler's none), jump to the earliest end, tell every result
+  due then (in submission order), repeat.
+
+Hypervolumes are traced in the order trials end: `hv[n-1]` is the hypervolume
+of the first n results, and `end[n-1]` the simulated second the n-th arrived.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from benchmarks.problems import Problem, hv_trace
+from nasctl.runners.simulated import trial_seconds
+
+MEDIAN_SECONDS = 60.0
+SIGMA = 0.5
+TIME_CHECKPOINTS = (300, 600, 1200)
+"""Simulated seconds at which the tables give the hypervolume reached (5, 10, 20 median trials)."""
+
+Ask = Callable[[int], list[tuple[Any, dict[str, Any]]]]
+Tell = Callable[[Any, Mapping[str, float]], None]
+
+
+def duration(params: Mapping[str, Any], seed: int) -> float:
+    return trial_seconds(params, seed, MEDIAN_SECONDS, SIGMA)
+
+
+def _finish(problem: Problem, rows: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
+    """The result of a run from its trials (each: params, values, start, end), in the order they ended."""
+    rows = sorted(rows, key=lambda r: (r["end"], r["start"], r["order"]))
+    values = [r["values"] for r in rows]
+    return {"values": values, "params": [r["params"] for r in rows], "start": [r["start"] for r in rows],
+            "end": [r["end"] for r in rows], "hv": hv_trace(problem, values), **extra}
+
+
+def simulate(problem: Problem, ask: Ask, tell: Tell, seed: int, budget: int, parallelism: int) -> dict[str, Any]:
+    """Drive an ask/tell optimizer at `parallelism` on the simulated clock (see the module docstring)."""
+    now, order = 0.0, 0
+    running: list[dict[str, Any]] = []
+    done: list[dict[str, Any]] = []
+    gen, cpu = [], []
+    while len(done) < budget:
+        free = min(parallelism - len(running), budget - order)
+        if free > 0:
+            t0, c0 = time.perf_counter(), time.thread_time()
+            got = ask(free)
+            if got:
+                gen += [(time.perf_counter() - t0) / len(got)] * len(got)
+                cpu += [(time.thread_time() - c0) / len(got)] * len(got)
+            for token, params in got:
+                running.append({"token": token, "params": dict(params), "start": now,
+                                "end": now + duration(params, seed), "order": order})
+                order += 1
+        if not running:
+            raise RuntimeError(f"nothing runs and the optimizer proposed nothing after {len(done)} results")
+        now = min(r["end"] for r in running)
+        for r in sorted((r for r in running if r["end"] <= now), key=lambda r: r["order"]):
+            running.remove(r)
+            r["values"] = problem.evaluate(r["params"])
+            tell(r.pop("token"), r["values"])
+            done.append(r)
+    return _finish(problem, done, {"gen_seconds": gen, "gen_cpu_seconds": cpu})
+
+
+def run_nasctl(problem: Problem, seed: int, budget: int, parallelism: int) -> dict[str, Any]:
+    """nasctl's real loop on the `simulated` runner, with the same durations as the peers."""
+    from nasctl.optimizer.methods import resolve_method
+    from nasctl.orchestration.control import start_experiment
+    from nasctl.spec import parse_spec
+    from nasctl.store import Store
+
+    spec = parse_spec(json.dumps({
+        "name": f"sep-{problem.name}-{seed}-k{parallelism}",
+        "search_space": problem.search_space,
+        "objectives": {o: {"goal": "minimize", "threshold": r} for o, r in zip(problem.objectives, problem.ref)},
+        "budget": {"max_trials": budget, "parallelism": parallelism, "max_failures": 0},
+        "trial": {"function": problem.function},
+        "runner": {"scheduler": "simulated", "cfg": {"seed": seed, "median_seconds": MEDIAN_SECONDS, "sigma": SIGMA}},
+        "optimizer": {"method": "auto", "seed": seed},
+    }), source="<benchmark>")
+    with tempfile.TemporaryDirectory(prefix="nasctl-sep-") as tmp:
+        store = Store(f"sqlite:///{tmp}/nasctl.db", create=True)
+        summary = start_experiment(store, spec, tmp)
+        trials = store.list_trials(store.get_experiment(spec.name).id)
+    if summary.status.value != "COMPLETED":
+        raise RuntimeError(f"nasctl run ended {summary.status.value}: {summary.reason}")
+    rows = [{"params": t.parameters, "values": t.values, "start": t.runner_metadata["simulated_start"],
+             "end": t.runner_metadata["simulated_end"], "order": t.index, "method": t.generation_method}
+            for t in trials]
+    res = _finish(problem, rows, {"gen_seconds": list(summary.generation_seconds),
+                                  "gen_cpu_seconds": list(summary.generation_cpu_seconds),
+                                  "optimizer": str(resolve_method(spec)), "simulated_seconds": summary.elapsed})
+    res["methods"] = [r["method"] for r in sorted(rows, key=lambda r: (r["end"], r["start"], r["order"]))]
+    return res
+
+
+def run_optuna(problem: Problem, method: str, seed: int, budget: int, parallelism: int,
+               distributions: dict[str, Any]) -> dict[str, Any]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if method == "random":
+        sampler: Any = optuna.samplers.RandomSampler(seed=seed)
+    elif method == "tpe":  # the constant liar: running trials count as bad results
+        sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+    elif method == "nsga2":
+        sampler = optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, budget // 5))
+    else:  # Optuna 5's GPSampler has no constant liar: running trials are ignored
+        sampler = optuna.samplers.GPSampler(seed=seed)
+    study = optuna.create_study(directions=["minimize"] * len(problem.objectives), sampler=sampler)
+
+    def ask(n: int) -> list[tuple[Any, dict[str, Any]]]:
+        out = []
+        for _ in range(n):
+            trial = study.ask(distributions)
+            out.append((trial, dict(trial.params)))
+        return out
+
+    def tell(trial: Any, values: Mapping[str, float]) -> None:
+        study.tell(trial, [values[o] for o in problem.objectives])
+
+    return simulate(problem, ask, tell, seed, budget, parallelism)
+
+
+def run_ax(problem: Problem, seed: int, budget: int, parallelism: int, client: Any) -> dict[str, Any]:
+    """A stock Ax Client (configured by the caller): the trials still running are its
+    pending points; it is asked for every free slot in one call and may give fewer
+    (its quasi-random start waits for results before its model takes over)."""
+    from ax.exceptions.core import DataRequiredError
+
+    def ask(n: int) -> list[tuple[Any, dict[str, Any]]]:
+        try:
+            trials = client.get_next_trials(max_trials=n)
+        except DataRequiredError:
+            return []
+        return [(index, dict(x)) for index, x in trials.items()]
+
+    def tell(index: Any, values: Mapping[str, float]) -> None:
+        client.complete_trial(index, raw_data={o: values[o] for o in problem.objectives})
+
+    return simulate(problem, ask, tell, seed, budget, parallelism)
+
+
+def hv_at_time(result: Mapping[str, Any], seconds: float) -> float:
+    """The hypervolume of the results that arrived by `seconds` of simulated time."""
+    n = sum(1 for e in result["end"] if e <= seconds)
+    return result["hv"][n - 1] if n else 0.0
+
+
+def _cell(vals: list[float], digits: int = 3) -> str:
+    if not vals:
+        return "-"
+    sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
+    return f"{statistics.fmean(vals):.{digits}f} ± {sd:.{digits}f}"
+
+
+def report(results: list[dict[str, Any]], problems: list[str], methods: list[str],
+           checkpoints: tuple[int, ...]) -> str:
+    """A markdown table per problem: mean ± sd of the hypervolume (share of the maximum)
+    after n results and at simulated times, the simulated time all results took, and
+    the proposals' median seconds, for every method and parallelism found."""
+    from benchmarks.problems import get_problem
+
+    lines = []
+    for pname in problems:
+        rows = [r for r in results if r["problem"] == pname]
+        if not rows:
+            continue
+        prob = get_problem(pname)
+        lines += [f"**{prob.title}** (max HV {prob.max_hv:.4g}; durations log-normal, median "
+                  f"{MEDIAN_SECONDS:.0f} s, sigma {SIGMA})", ""]
+        lines.append("| method | K | seeds | " + " | ".join(f"HV@{c}" for c in checkpoints) + " | "
+                     + " | ".join(f"HV@{t}s" for t in TIME_CHECKPOINTS) + " | sim. time (s) | gen median (s) |")
+        lines.append("|---|---|---|" + "---|" * (len(checkpoints) + len(TIME_CHECKPOINTS)) + "---|---|")
+        for m in methods:
+            for k in sorted({r["parallelism"] for r in rows if r["method"] == m}):
+                mr = [r for r in rows if r["method"] == m and r["parallelism"] == k]
+                cells = [_cell([r["hv"][c - 1] for r in mr if len(r["hv"]) >= c]) for c in checkpoints]
+                cells += [_cell([hv_at_time(r, t) for r in mr]) for t in TIME_CHECKPOINTS]
+                cells.append(_cell([r["end"][-1] for r in mr], 0))
+                gen = [g for r in mr for g in r.get("gen_seconds") or [] if g is not None]
+                cells.append(f"{statistics.median(gen):.2f}" if gen else "-")
+                lines.append(f"| {m} | {k} | {len(mr)} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
