@@ -55,11 +55,12 @@ services:
 
 # The structure first (import layers, types: seconds), then two pytest-xdist
 # workers (most tests wait on trial processes, not the CPU), then the tests
-# marked `serial`, which restart a service the others use.
+# marked `serial`, which need a shared service to themselves (PostgreSQL
+# restarts, the local Slurm cluster).
 test: install-test services
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy nasctl
-	$(PY) -m pytest -n 2 --dist loadgroup -m "not serial"
+	$(PY) -m pytest -n 2 -m "not serial"
 	$(PY) -m pytest -m serial
 
 # On a machine with NVIDIA GPUs: the GPU tests (skipped elsewhere), then a small

@@ -79,18 +79,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-# Parallel runs (`make test` uses pytest-xdist with `--dist loadgroup`): tests that
-# share a session-scoped fixture with state (the dashboard's real experiment and
-# server), or a resource with room for one test at a time (the local Slurm
-# cluster's two nodes), run in one worker, in file order. Tests that take a shared
-# service away from everyone (restarting PostgreSQL) are marked `serial`, and
-# `make test` runs them after the parallel part.
-_GROUPS = {"tests/web/": "web", "tests/e2e/test_slurm": "slurm", "tests/unit/test_runner_contract.py": "slurm"}
+# Parallel runs (`make test`: two pytest-xdist workers). Tests that need a shared
+# service to themselves are marked `serial` and run after the rest, in one process,
+# in file order: those that restart PostgreSQL (marked in their files), and every
+# test of the local Slurm cluster, whose two nodes hold a few jobs at a time and
+# whose daemons some tests stop. (pytest-xdist's `--dist loadgroup` cannot keep a
+# group in one worker under pytest 9: it renames node ids through an attribute
+# pytest 9 no longer reads.)
+_SERIAL = ("tests/e2e/test_slurm", "tests/unit/test_runner_contract.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        rel = item.path.relative_to(ROOT).as_posix()
-        for prefix, group in _GROUPS.items():
-            if rel.startswith(prefix):
-                item.add_marker(pytest.mark.xdist_group(group))
+        if item.path.relative_to(ROOT).as_posix().startswith(_SERIAL):
+            item.add_marker(pytest.mark.serial)
