@@ -47,8 +47,11 @@ def test_controller_and_accounting_down_while_trials_run_and_end(tmp_path: Path)
                  {"NASCTL_TEST_RUNS": str(runs), "NASCTL_TEST_SLEEP": "6"})
     try:
         def two_running() -> bool:
+            # the trials' own processes have started: srun needs the controller to start a job step,
+            # so a batch job that is RUNNING but has not yet started its step would fail without it
             running = trials(db, name, [TrialStatus.RUNNING])
-            return len(running) == 2 and set(slurm_states(running).values()) == {"RUNNING"}
+            started = runs.read_text().split() if runs.exists() else []
+            return len(running) == 2 and len(started) == 2 and set(slurm_states(running).values()) == {"RUNNING"}
 
         wait_until("two trials running as Slurm jobs", two_running, 120, proc)
         slurm("stop", "slurmctld", "slurmdbd")
