@@ -81,6 +81,16 @@ def run_and_record(request: JobRequest, target: str, params: dict[str, Any],
     write_json_atomic(outcome_path(request.trial_dir), outcome)
 
 
+def recorded_status(trial_dir: str | None) -> JobStatus | None:
+    """A finished call's status from the outcome it left in `trial_dir`; None while there is none."""
+    outcome = read_json(outcome_path(trial_dir)) if trial_dir else None
+    if outcome is None:
+        return None
+    if outcome.get("ok"):
+        return JobStatus(JobState.SUCCEEDED, None, 0)
+    return JobStatus(JobState.FAILED, str(outcome.get("error")), 1, FailureClass.USER)
+
+
 class InProcessRunner(Runner):
     """Runs `trial.function` calls on a thread pool of `cfg.workers` threads."""
 
@@ -139,11 +149,9 @@ class InProcessRunner(Runner):
         if job.handle in self._cancelled:
             return JobStatus(JobState.CANCELLED, "cancelled", failure_class=FailureClass.CANCELLED)
         trial_dir = job.metadata.get("trial_dir")
-        outcome = read_json(outcome_path(trial_dir)) if trial_dir else None
-        if outcome is not None:
-            if outcome.get("ok"):
-                return JobStatus(JobState.SUCCEEDED, None, 0)
-            return JobStatus(JobState.FAILED, str(outcome.get("error")), 1, FailureClass.USER)
+        recorded = recorded_status(trial_dir)
+        if recorded is not None:
+            return recorded
         entry = self._jobs.get(job.handle)
         if entry is None and not trial_dir:
             return JobStatus(JobState.UNKNOWN, f"no in-process trial {job.handle} in this process")

@@ -52,7 +52,7 @@ from typing import Any
 from nasctl.errors import SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob
 from nasctl.runners.clock import Clock
-from nasctl.runners.inprocess import function_call, outcome_path, run_and_record
+from nasctl.runners.inprocess import function_call, outcome_path, recorded_status, run_and_record
 from nasctl.runners.launcher import read_json
 from nasctl.search_spaces.function import load_function
 from nasctl.types import FailureClass
@@ -210,11 +210,9 @@ class SimulatedRunner(Runner):
         if job.handle in self._cancelled:
             return JobStatus(JobState.CANCELLED, "cancelled", failure_class=FailureClass.CANCELLED)
         trial_dir = job.metadata.get("trial_dir")
-        outcome = read_json(outcome_path(trial_dir)) if trial_dir else None
-        if outcome is not None:
-            if outcome.get("ok"):
-                return JobStatus(JobState.SUCCEEDED, None, 0)
-            return JobStatus(JobState.FAILED, str(outcome.get("error")), 1, FailureClass.USER)
+        recorded = recorded_status(trial_dir)
+        if recorded is not None:
+            return recorded
         if job.handle in self._jobs:
             return JobStatus(JobState.RUNNING)
         if not trial_dir:
