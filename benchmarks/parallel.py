@@ -81,8 +81,20 @@ def simulate(problem: Problem, ask: Ask, tell: Tell, seed: int, budget: int, par
     return _finish(problem, done, {"gen_seconds": gen, "gen_cpu_seconds": cpu})
 
 
-def run_nasctl(problem: Problem, seed: int, budget: int, parallelism: int) -> dict[str, Any]:
-    """nasctl's real loop on the `simulated` runner, with the same durations as the peers."""
+NASCTL_VARIANTS: dict[str, dict[str, Any]] = {
+    "nasctl": {},
+    "nasctl-ahead1": {"lookahead": 1},
+}
+"""nasctl as shipped, and ablations of what it does at parallelism (keyword arguments of
+`run_nasctl`): "nasctl-ahead1" keeps one candidate generated ahead of the free slots
+whatever the proposals cost (the rule before the adaptive one of
+nasctl/orchestration/proposals.py; at K = 1 it changes nothing)."""
+
+
+def run_nasctl(problem: Problem, seed: int, budget: int, parallelism: int,
+               lookahead: int | None = None) -> dict[str, Any]:
+    """nasctl's real loop on the `simulated` runner, with the same durations as the peers;
+    `lookahead` as `start_experiment` takes it."""
     from nasctl.optimizer.methods import resolve_method
     from nasctl.orchestration.control import start_experiment
     from nasctl.spec import parse_spec
@@ -99,7 +111,7 @@ def run_nasctl(problem: Problem, seed: int, budget: int, parallelism: int) -> di
     }), source="<benchmark>")
     with tempfile.TemporaryDirectory(prefix="nasctl-sep-") as tmp:
         store = Store(f"sqlite:///{tmp}/nasctl.db", create=True)
-        summary = start_experiment(store, spec, tmp)
+        summary = start_experiment(store, spec, tmp, lookahead=lookahead)
         trials = store.list_trials(store.get_experiment(spec.name).id)
     if summary.status.value != "COMPLETED":
         raise RuntimeError(f"nasctl run ended {summary.status.value}: {summary.reason}")

@@ -242,8 +242,8 @@ def run_one(problem_name: str, method: str, seed: int, budget: int, out: Path, e
 
 
 def _run_parallel(problem: Problem, method: str, seed: int, budget: int, parallelism: int) -> dict[str, Any]:
-    if method == "nasctl":
-        return parallel.run_nasctl(problem, seed, budget, parallelism)
+    if method in parallel.NASCTL_VARIANTS:
+        return parallel.run_nasctl(problem, seed, budget, parallelism, **parallel.NASCTL_VARIANTS[method])
     if method == "ax":
         return parallel.run_ax(problem, seed, budget, parallelism, _ax_client(problem, seed))
     return parallel.run_optuna(problem, method, seed, budget, parallelism, _optuna_distributions(problem))
@@ -415,7 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problems", type=argtypes.names(list(PROBLEMS)), default=list(PROBLEMS),
                     help="comma-separated (default: all)")
-    ap.add_argument("--methods", type=argtypes.names(METHODS), default=list(METHODS), help="comma-separated (default: all)")
+    ap.add_argument("--methods", type=argtypes.names(METHODS + [m for m in parallel.NASCTL_VARIANTS if m not in METHODS]),
+                    default=list(METHODS),
+                    help="comma-separated (default: all; with --parallelism also the ablations "
+                         + ", ".join(m for m in parallel.NASCTL_VARIANTS if m not in METHODS) + ")")
     ap.add_argument("--seeds", type=argtypes.seeds, default=argtypes.seeds("0-9"), help="e.g. 0-9 or 0,3,5")
     ap.add_argument("--budget", type=argtypes.positive_int, default=50, help="trials per run")
     ap.add_argument("--jobs", type=argtypes.positive_int, default=2, help="runs in parallel (processes)")
@@ -433,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.parallelism is not None and a.extend:
         ap.error("--extend continues parallelism-1 stock-Ax runs only: leave out --parallelism")
+    ablations = [m for m in a.methods if m not in METHODS]
+    if ablations and a.parallelism is None:
+        ap.error(f"{', '.join(ablations)} run on the simulated clock only: pass --parallelism")
     if a.one:
         k = a.parallelism[0] if a.parallelism else None
         for seed in argtypes.seeds(a.one[2]):

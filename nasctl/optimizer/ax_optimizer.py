@@ -315,6 +315,12 @@ class AxOptimizer:
         if len(self.spec.objectives) > 1 and len(experiment.trials) >= self.spec.initial_trials:
             use_prebuilt_extension()  # before BoTorch builds its first qLogNEHVI here
         gs = self._strategy
+        if n > 1 and experiment.trials:
+            # Ax caps a request at what its current node may still make before it
+            # moves on (`gen` moves on only afterwards): at the end of the
+            # quasi-random start one, so the model's first batch would be one
+            # candidate and the other free slots would wait for another proposal
+            compat.advance_strategy(gs)
         # A first request starts at the center point. Where the "Sobol" node is the
         # strategy's last (`method: sobol`) Ax goes on to it within the same request
         # (elsewhere the request ends at the center): then only the center is Ax's

@@ -122,8 +122,11 @@ def start_experiment(
     work_root: str,
     on_progress: Callable[[Any], None] | None = None,
     poll_interval: float | None = None,
+    lookahead: int | None = None,
 ) -> Any:
     """Create the experiment in the store and drive it to the end. Returns a `RunSummary`.
+    `lookahead` fixes how many candidates are kept ahead of the free slots (None: the
+    adaptive rule of nasctl/orchestration/proposals.py; benchmarks compare the two).
 
     Raises:
         AlreadyExistsError: an experiment of that name exists (resume it instead).
@@ -145,7 +148,7 @@ def start_experiment(
     _check_work_dir_free(store, work_dir, spec.name)
     exp = store.create_experiment(spec.name, spec_to_dict(spec), work_dir, owner=owner_id())
     os.makedirs(work_dir, exist_ok=True)
-    return _drive(store, exp, spec, on_progress, poll_interval)
+    return _drive(store, exp, spec, on_progress, poll_interval, lookahead=lookahead)
 
 
 def _check_work_dir_free(store: Store, work_dir: str, name: str) -> None:
@@ -200,7 +203,8 @@ def resume_experiment(
 
 def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
            on_progress: Callable[[Any], None] | None, poll_interval: float | None,
-           on_orchestrator: Callable[[Any], None] | None = None, status_pool: StatusPool | None = None) -> Any:
+           on_orchestrator: Callable[[Any], None] | None = None, status_pool: StatusPool | None = None,
+           lookahead: int | None = None) -> Any:
     from nasctl.orchestration.generator import CandidateGenerator
     from nasctl.orchestration.loop import Orchestrator, install_signal_handlers
     from nasctl.optimizer.methods import resolve_method
@@ -232,7 +236,7 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
 
     gen = CandidateGenerator(make_optimizer)
     orch = Orchestrator(store, exp, spec, runner, gen, on_progress=on_progress, poll_interval=poll_interval,
-                        settings=settings)
+                        settings=settings, lookahead=lookahead)
     if on_orchestrator is not None:
         on_orchestrator(orch)
     if threading.current_thread() is threading.main_thread():  # the service drives from its own threads
