@@ -26,7 +26,18 @@ with the grid. Variants:
   (`acquisition.SPEEDUPS`; the same proposals, compare the CPU time).
   no-batched-boxes decomposes each sample's front on its own in NumPy;
   no-numpy-boxes leaves the decompositions to BoTorch (batched-boxes needs it);
+- min-observed-N: the model waits for N results before it starts (default
+  `strategies.min_observed_results`: min(initial trials, 5)); meaningful with
+  --parallelism, where the quasi-random start is spent before its results are in;
 - a+b: the changes of a and of b (budget-20-1024+mc-64, no-numpy-boxes+no-single-candidate).
+
+With `--parallelism K` (K > 1) the optimizer is driven asynchronously on the
+simulated clock of `benchmarks/parallel.py` (K trials at once, log-normal
+durations fixed by the parameters and the seed; a freed slot is refilled at
+once, asking the optimizer for as many candidates as slots are free, with the
+running trials pending): the optimizer at parallelism without the loop around
+it (the loop at parallelism is `sample_efficiency.py --parallelism`). Results
+then go to --out/k<K>/.
 
 Results go to --out/<problem>/<variant>/seedNN.json (finished runs are skipped);
 `--jobs N` runs N of them at a time (one per core; proposal CPU times are
@@ -93,8 +104,10 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         return [("strategies", "acquisition_budget", lambda *_: budget)]
     if parts[0] == "mc" and len(parts) == 2 and parts[1].isdigit():
         return [("strategies", "mc_samples", lambda *_: int(parts[1]))]
+    if name.startswith("min-observed-") and name[13:].isdigit() and int(name[13:]) > 0:
+        return [("strategies", "min_observed_results", lambda *_: int(name[13:]))]
     known = [*fixed, *(f"no-{s}" for s in SPEEDUPS)]
-    raise ValueError(f"unknown variant {name!r} (known: {', '.join(known)}, budget-R-S, mc-N, a+b)")
+    raise ValueError(f"unknown variant {name!r} (known: {', '.join(known)}, budget-R-S, mc-N, min-observed-N, a+b)")
 
 
 def variant_list(text: str) -> list[str]:
@@ -119,7 +132,7 @@ def apply_variant(name: str) -> None:
         setattr(target, attribute, value)
 
 
-def run_one(problem_name: str, variant: str, seed: int, budget: int) -> dict[str, Any]:
+def run_one(problem_name: str, variant: str, seed: int, budget: int, parallelism: int = 1) -> dict[str, Any]:
     from nasctl.orchestration.control import prepare_orchestrator_process
 
     prepare_orchestrator_process()
@@ -128,7 +141,12 @@ def run_one(problem_name: str, variant: str, seed: int, budget: int) -> dict[str
     optimizer.build_extension()
     apply_variant(variant)
     problem = get_problem(problem_name)
-    opt = optimizer.AxOptimizer(nasctl_spec(problem, seed, budget))
+    spec = nasctl_spec(problem, seed, budget)
+    if parallelism > 1:
+        return _run_async(optimizer, problem, spec.model_copy(
+            update={"budget": spec.budget.model_copy(update={"parallelism": parallelism})}), variant, seed, budget,
+            parallelism)
+    opt = optimizer.AxOptimizer(spec)
     values, methods, cpu = [], [], []
     for _ in range(budget):
         c0 = time.thread_time()
@@ -140,6 +158,26 @@ def run_one(problem_name: str, variant: str, seed: int, budget: int) -> dict[str
         methods.append(cand.method)
     return {"problem": problem_name, "variant": variant, "seed": seed, "budget": budget, "values": values,
             "methods": methods, "gen_cpu_seconds": cpu, "hv": hv_trace(problem, values),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _run_async(optimizer: Any, problem: Any, spec: Any, variant: str, seed: int, budget: int,
+               parallelism: int) -> dict[str, Any]:
+    """The optimizer at `parallelism` on the simulated clock (`parallel.simulate`)."""
+    from benchmarks import parallel
+
+    opt = optimizer.AxOptimizer(spec)
+    methods: dict[int, str] = {}
+
+    def ask(n: int) -> list[tuple[Any, dict[str, Any]]]:
+        cands = opt.generate(n)
+        methods.update((c.index, c.method) for c in cands)
+        return [(c.index, dict(c.parameters)) for c in cands]
+
+    res = parallel.simulate(problem, ask, opt.complete, seed, budget, parallelism)
+    return {"problem": problem.name, "variant": variant, "seed": seed, "budget": budget, "parallelism": parallelism,
+            "values": res["values"], "params": res["params"], "end": res["end"], "hv": res["hv"],
+            "gen_cpu_seconds": res["gen_cpu_seconds"], "methods": sorted(methods.items()),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
@@ -204,13 +242,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=argtypes.positive_int, default=30)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--jobs", type=argtypes.positive_int, default=1, help="runs at a time (default 1)")
+    ap.add_argument("--parallelism", type=argtypes.positive_int, default=1,
+                    help="trials at once on the simulated clock (default 1: propose, evaluate, report, repeat)")
     ap.add_argument("--one", nargs=2, metavar=("VARIANT", "SEED"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.parallelism > 1:
+        args.out = args.out / f"k{args.parallelism}"
     if args.one:
         variant, seed = args.one[0], int(args.one[1])
         path = run_path(args.out, args.problem, variant, seed)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(run_one(args.problem, variant, seed, args.budget)))
+        path.write_text(json.dumps(run_one(args.problem, variant, seed, args.budget, args.parallelism)))
         return 0
     variants, seeds = args.variants, args.seeds
     # seed by seed, so that an interrupted run leaves paired results behind
@@ -225,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
             return False
         # one process per run: a variant patches module state for the whole process
         cmd = [sys.executable, __file__, "--problem", args.problem, "--budget", str(args.budget),
-               "--out", str(args.out), "--one", v, str(s)]
+               "--out", str(args.out.parent if args.parallelism > 1 else args.out), "--one", v, str(s),
+               "--parallelism", str(args.parallelism)]
         ok = subprocess.run(cmd, check=False).returncode == 0
         print(f"{args.problem} {v} seed {s}: {'done' if ok else 'failed'}", file=sys.stderr, flush=True)
         if not ok:
