@@ -153,6 +153,26 @@ def run_optuna(problem: Problem, method: str, seed: int, budget: int, parallelis
     return simulate(problem, ask, tell, seed, budget, parallelism)
 
 
+def from_sequential(problem: Problem, stored: Mapping[str, Any], budget: int) -> dict[str, Any]:
+    """A parallelism-1 result on the simulated clock from a stored run of the
+    sequential grid (`sample_efficiency.py` without --parallelism): at K = 1 the
+    simulated loop is that loop (ask one, evaluate, tell, repeat), so its first
+    `budget` trials, each taking `duration` after the one before, are what a
+    simulated run would give, up to the method's own run-to-run differences."""
+    rows, now = [], 0.0
+    for i, params in enumerate(stored["params"][:budget]):
+        end = now + duration(params, int(stored["seed"]))
+        rows.append({"params": params, "values": stored["values"][i], "start": now, "end": end, "order": i})
+        now = end
+    if len(rows) < budget:
+        raise ValueError(f"the stored run has {len(rows)} trials, fewer than {budget}")
+    gen = list(stored.get("gen_seconds") or [])[:budget]
+    cpu = list(stored.get("gen_cpu_seconds") or [])[:budget]
+    return _finish(problem, rows, {"gen_seconds": gen, "gen_cpu_seconds": cpu,
+                                   "derived_from": f"sample_efficiency/{problem.name}/{stored['method']}/"
+                                                   f"seed{int(stored['seed']):02d}.json"})
+
+
 def run_ax(problem: Problem, seed: int, budget: int, parallelism: int, client: Any) -> dict[str, Any]:
     """A stock Ax Client (configured by the caller): the trials still running are its
     pending points; it is asked for every free slot in one call and may give fewer
@@ -214,3 +234,144 @@ def report(results: list[dict[str, Any]], problems: list[str], methods: list[str
                 lines.append(f"| {m} | {k} | {len(mr)} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+# --- the issue's targets, time to a hypervolume, plots ----------------------------------------
+PEERS = ("random", "tpe", "nsga2", "gp", "ax")
+TARGET_TRIALS = 30
+RETENTION = {4: 0.97, 16: 0.93}
+"""nasctl's mean HV@30 at parallelism K must be at least this share of its own at K = 1."""
+
+
+def _hv_at(rows: list[dict[str, Any]], n: int) -> list[float]:
+    return [r["hv"][n - 1] for r in rows if len(r["hv"]) >= n]
+
+
+def targets(results: list[dict[str, Any]], problems: list[str], n: int = TARGET_TRIALS) -> str:
+    """Per problem and K: nasctl's mean HV@n, its share of its own at K = 1, the best peer
+    (mean ± sd) and whether nasctl is best or within one sd of it; then the counts."""
+    lines = [f"| problem | K | nasctl HV@{n} | share of K = 1 | best peer HV@{n} | nasctl |",
+             "|---|---|---|---|---|---|"]
+    best_count: dict[int, int] = {}
+    within_count: dict[int, int] = {}
+    retention_ok: dict[int, int] = {}
+    probs_per_k: dict[int, int] = {}
+    for pname in problems:
+        ks = sorted({r["parallelism"] for r in results if r["problem"] == pname and r["method"] == "nasctl"})
+        base = _hv_at([r for r in results if r["problem"] == pname and r["method"] == "nasctl"
+                       and r["parallelism"] == 1], n)
+        for k in ks:
+            rows = [r for r in results if r["problem"] == pname and r["parallelism"] == k]
+            mine = _hv_at([r for r in rows if r["method"] == "nasctl"], n)
+            peers = {m: _hv_at([r for r in rows if r["method"] == m], n) for m in PEERS}
+            peers = {m: v for m, v in peers.items() if v}
+            if not mine or not peers:
+                continue
+            mu = statistics.fmean(mine)
+            best = max(peers, key=lambda m: statistics.fmean(peers[m]))
+            bmu = statistics.fmean(peers[best])
+            bsd = statistics.stdev(peers[best]) if len(peers[best]) > 1 else 0.0
+            verdict = "best" if mu >= bmu else ("within 1 sd" if mu >= bmu - bsd else "BEHIND")
+            probs_per_k[k] = probs_per_k.get(k, 0) + 1
+            best_count[k] = best_count.get(k, 0) + (verdict == "best")
+            within_count[k] = within_count.get(k, 0) + (verdict != "BEHIND")
+            share = "-"
+            if base and k != 1:
+                s = mu / statistics.fmean(base)
+                ok = s >= RETENTION.get(k, 0.0)
+                retention_ok[k] = retention_ok.get(k, 0) + ok
+                share = f"{s:.1%}" + ("" if ok else f" (< {RETENTION.get(k, 0):.0%})")
+            lines.append(f"| {pname} | {k} | {mu:.3f} ({len(mine)}) | {share} | {best} {bmu:.3f} ± {bsd:.3f} "
+                         f"| {verdict} |")
+    lines.append("")
+    for k in sorted(probs_per_k):
+        part = (f"K = {k}: nasctl best on {best_count[k]} of {probs_per_k[k]} problems, best or within one sd "
+                f"of the best peer on {within_count[k]}")
+        if k in retention_ok:
+            part += f"; HV@{n} at least {RETENTION.get(k, 0):.0%} of K = 1 on {retention_ok[k]}"
+        lines.append(f"- {part}.")
+    return "\n".join(lines)
+
+
+def time_to_reach(result: Mapping[str, Any], hv: float) -> float | None:
+    """The simulated second at which a run's hypervolume first reached `hv` (None: never)."""
+    for h, e in zip(result["hv"], result["end"]):
+        if h >= hv - 1e-12:
+            return float(e)
+    return None
+
+
+def speedup(base: list[dict[str, Any]], fast: list[dict[str, Any]], problems: list[str],
+            n: int = TARGET_TRIALS) -> str:
+    """Per problem: for each seed, the K = 1 run's HV after n results and the simulated time
+    it took, and when the parallel run of the same seed first reached that hypervolume."""
+    lines = [f"| problem | K | seeds | K = 1 time to HV@{n} (s, mean) | reached | time to it (s, mean of those "
+             "that did) | ratio per seed (median, max) |", "|---|---|---|---|---|---|---|"]
+    for pname in problems:
+        b = {r["seed"]: r for r in base if r["problem"] == pname and r["method"] == "nasctl" and len(r["hv"]) >= n}
+        for k in sorted({r["parallelism"] for r in fast if r["problem"] == pname}):
+            f = {r["seed"]: r for r in fast if r["problem"] == pname and r["method"] == "nasctl"
+                 and r["parallelism"] == k}
+            seeds = sorted(set(b) & set(f))
+            if not seeds:
+                continue
+            t1 = [b[s]["end"][n - 1] for s in seeds]
+            reach = {s: time_to_reach(f[s], b[s]["hv"][n - 1]) for s in seeds}
+            got = {s: t for s, t in reach.items() if t is not None}
+            ratios = sorted((got[s] / b[s]["end"][n - 1]) if s in got else float("inf") for s in seeds)
+            med = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1]
+                                                                    + ratios[len(ratios) // 2]) / 2
+            lines.append(f"| {pname} | {k} | {len(seeds)} | {statistics.fmean(t1):.0f} | {len(got)} of {len(seeds)} "
+                         f"| {statistics.fmean(got.values()):.0f} | " if got else
+                         f"| {pname} | {k} | {len(seeds)} | {statistics.fmean(t1):.0f} | 0 of {len(seeds)} | - | ")
+            lines[-1] += f"1/{1 / med:.1f}, {'never' if ratios[-1] == float('inf') else f'1/{1 / ratios[-1]:.1f}'} |" \
+                if med not in (0.0, float("inf")) else "- |"
+    return "\n".join(lines)
+
+
+def plot(results: list[dict[str, Any]], problems: list[str], methods: list[str], out: Any) -> list[Any]:
+    """One figure per problem: the mean hypervolume (± sd) against results (top) and against
+    simulated time (bottom), a column per parallelism."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    paths = []
+    for pname in problems:
+        rows = [r for r in results if r["problem"] == pname]
+        ks = sorted({r["parallelism"] for r in rows})
+        if not ks:
+            continue
+        fig, axes = plt.subplots(2, len(ks), figsize=(3.6 * len(ks), 5.6), squeeze=False)
+        for col, k in enumerate(ks):
+            horizon = max((r["end"][-1] for r in rows if r["parallelism"] == k), default=1.0)
+            grid = np.linspace(0.0, horizon, 200)
+            for m in methods:
+                mr = [r for r in rows if r["method"] == m and r["parallelism"] == k]
+                if not mr:
+                    continue
+                n = min(len(r["hv"]) for r in mr)
+                arr = np.array([r["hv"][:n] for r in mr])
+                mu, sd = arr.mean(axis=0), arr.std(axis=0)
+                x = np.arange(1, n + 1)
+                line, = axes[0][col].plot(x, mu, label=m)
+                axes[0][col].fill_between(x, mu - sd, mu + sd, alpha=0.12, color=line.get_color())
+                tv = np.array([[hv_at_time(r, t) for t in grid] for r in mr])
+                axes[1][col].plot(grid, tv.mean(axis=0), color=line.get_color())
+            axes[0][col].set_title(f"K = {k}", fontsize=9)
+            axes[0][col].set_xlabel("results", fontsize=8)
+            axes[1][col].set_xlabel("simulated seconds", fontsize=8)
+        axes[0][0].set_ylabel("hypervolume / max", fontsize=8)
+        axes[1][0].set_ylabel("hypervolume / max", fontsize=8)
+        axes[0][-1].legend(fontsize=7)
+        from benchmarks.problems import get_problem
+
+        fig.suptitle(get_problem(pname).title, fontsize=10)
+        fig.tight_layout()
+        path = out / f"{pname}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths

@@ -432,10 +432,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="continue stored shorter stock-Ax runs to --budget (their trials are attached to a "
                          "fresh Client) instead of starting them over")
     ap.add_argument("--report", action="store_true", help="only print the table and plots from stored results")
+    ap.add_argument("--from-sequential", action="store_true",
+                    help="with --parallelism 1: take the K = 1 runs of --methods from the stored sequential grid "
+                         f"({DEFAULT_OUT.relative_to(ROOT)}) instead of running them (benchmarks/parallel.py, "
+                         "`from_sequential`)")
     ap.add_argument("--one", nargs=3, metavar=("PROBLEM", "METHOD", "SEED"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.parallelism is not None and a.extend:
         ap.error("--extend continues parallelism-1 stock-Ax runs only: leave out --parallelism")
+    if a.from_sequential:
+        if a.parallelism != [1]:
+            ap.error("--from-sequential makes parallelism-1 results only: pass --parallelism 1")
+        return _import_sequential(a.problems, a.methods, a.seeds, a.budget, a.out or DEFAULT_PARALLEL_OUT)
     ablations = [m for m in a.methods if m not in METHODS]
     if ablations and a.parallelism is None:
         ap.error(f"{', '.join(ablations)} run on the simulated clock only: pass --parallelism")
@@ -463,6 +471,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _import_sequential(problems: list[str], methods: list[str], seeds: list[int], budget: int, out: Path) -> int:
+    missing = 0
+    for pname in problems:
+        for m in methods:
+            for seed in seeds:
+                src = result_path(DEFAULT_OUT, pname, m, seed)
+                if not src.exists():
+                    print(f"no stored sequential run {src.relative_to(ROOT)}", file=sys.stderr)
+                    missing += 1
+                    continue
+                stored = json.loads(src.read_text())
+                res = parallel.from_sequential(get_problem(pname), stored, budget)
+                res.update(problem=pname, method=m, seed=seed, budget=budget, parallelism=1,
+                           median_seconds=parallel.MEDIAN_SECONDS, sigma=parallel.SIGMA,
+                           date=stored.get("date"), host=stored.get("host"), cpus=stored.get("cpus"))
+                path = result_path(out / "k1", pname, m, seed)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(res, default=str))
+    return 1 if missing else 0
+
+
 def _main_parallel(problems: list[str], methods: list[str], seeds: list[int], budget: int, out: Path, jobs: int,
                    ks: list[int], only_report: bool) -> int:
     failed = 0
@@ -471,6 +500,14 @@ def _main_parallel(problems: list[str], methods: list[str], seeds: list[int], bu
             failed += run_grid(problems, methods, seeds, budget, out / f"k{k}", jobs, parallelism=k)
     results = [r for k in ks for r in load_results(out / f"k{k}")]
     print(parallel.report(results, problems, methods, tuple(c for c in CHECKPOINTS if c <= budget) or (budget,)))
+    if budget >= parallel.TARGET_TRIALS:
+        print(parallel.targets(results, problems))
+    if 1 in ks and any(k > 1 for k in ks):
+        print()
+        print(parallel.speedup([r for r in results if r["parallelism"] == 1],
+                               [r for r in results if r["parallelism"] > 1], problems))
+    for p in parallel.plot(results, problems, methods, out):
+        print(f"plot: {p}", file=sys.stderr)
     if failed:
         print(f"{failed} run process(es) failed (above); the table holds the runs that finished", file=sys.stderr)
         return 1
