@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -68,7 +69,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.problems import PROBLEMS, get_problem, hv_trace  # noqa: E402
+from benchmarks.problems import EXTRA_PROBLEMS, PROBLEMS, get_problem, hv_trace  # noqa: E402
 from benchmarks import args as argtypes  # noqa: E402
 from benchmarks.sample_efficiency import nasctl_spec  # noqa: E402
 
@@ -147,18 +148,19 @@ def run_one(problem_name: str, variant: str, seed: int, budget: int, parallelism
             update={"budget": spec.budget.model_copy(update={"parallelism": parallelism})}), variant, seed, budget,
             parallelism)
     opt = optimizer.AxOptimizer(spec)
-    values, methods, cpu = [], [], []
+    values, methods, cpu, wall = [], [], [], []
     for _ in range(budget):
-        c0 = time.thread_time()
+        c0, w0 = time.thread_time(), time.perf_counter()
         (cand,) = opt.generate(1)
         cpu.append(time.thread_time() - c0)
+        wall.append(time.perf_counter() - w0)
         v = problem.evaluate(cand.parameters)
         opt.complete(cand.index, v)
         values.append(v)
         methods.append(cand.method)
     return {"problem": problem_name, "variant": variant, "seed": seed, "budget": budget, "values": values,
-            "methods": methods, "gen_cpu_seconds": cpu, "hv": hv_trace(problem, values),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "methods": methods, "gen_cpu_seconds": cpu, "gen_seconds": wall, "hv": hv_trace(problem, values),
+            "loadavg": os.getloadavg(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def _run_async(optimizer: Any, problem: Any, spec: Any, variant: str, seed: int, budget: int,
@@ -205,8 +207,8 @@ def report(out: Path, problem: str, variants: list[str], seeds: list[int]) -> st
              f" | difference at {checkpoints[-1]} (standard error) | proposal CPU at 20-29 trials (median) |")
     late = min(lengths) >= 50
     if late:
-        head += " proposal CPU at 40-49 trials (median, p95) |"
-    lines = [head, "|" + "---|" * (len(checkpoints) + 5 + late)]
+        head += " proposal CPU at 40-49 trials (median, p95) | wall-clock at 40-49 (median, p95) |"
+    lines = [head, "|" + "---|" * (len(checkpoints) + 5 + 2 * late)]
     for v in variants:
         done = runs[v]
         if not done:
@@ -229,13 +231,16 @@ def report(out: Path, problem: str, variants: list[str], seeds: list[int]) -> st
             cpu40 = sorted(x for r in done.values() for x in r["gen_cpu_seconds"][39:49])
             p95 = cpu40[min(len(cpu40) - 1, int(0.95 * len(cpu40)))]
             row += f" {statistics.median(cpu40):.2f} s, {p95:.2f} s |"
+            wall40 = sorted(x for r in done.values() for x in (r.get("gen_seconds") or [])[39:49])
+            row += (f" {statistics.median(wall40):.2f} s, {wall40[min(len(wall40) - 1, int(0.95 * len(wall40)))]:.2f} s |"
+                    if wall40 else " - |")
         lines.append(row)
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--problem", required=True, choices=list(PROBLEMS))
+    ap.add_argument("--problem", required=True, choices=PROBLEMS + EXTRA_PROBLEMS)
     ap.add_argument("--variants", type=variant_list, default=["default"],
                     help="comma-separated; the first is the baseline")
     ap.add_argument("--seeds", type=argtypes.seeds, default=argtypes.seeds("0-9"), help="e.g. 0-29 or 0,3,5")

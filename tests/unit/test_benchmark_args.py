@@ -52,11 +52,25 @@ def test_a_command_refuses_them_with_exit_code_2(capsys: pytest.CaptureFixture[s
 
     for argv, message in ((["--jobs", "0"], "argument --jobs: 0 is too small; give at least 1"),
                           (["--problems", "dtlz3"], "argument --problems: unknown 'dtlz3'; choose from branin_currin"),
-                          (["--seeds", "9-0"], "argument --seeds: '9-0' is not a seed range")):
+                          (["--seeds", "9-0"], "argument --seeds: '9-0' is not a seed range"),
+                          (["--methods", "nasctl-ahead1"], "nasctl-ahead1 run on the simulated clock only: pass "
+                                                           "--parallelism"),
+                          (["--from-sequential", "--parallelism", "4"],
+                           "--from-sequential makes parallelism-1 results only: pass --parallelism 1")):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2
         assert message in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_the_ablation_variants_at_parallelism() -> None:
+    from benchmarks.ablation import parse_variant
+
+    ((module, attribute, value),) = parse_variant("min-observed-2")
+    assert (module, attribute, value(None)) == ("strategies", "min_observed_results", 2)
+    for bad in ("min-observed-0", "min-observed-x"):
+        with pytest.raises(ValueError, match="min-observed-N"):
+            parse_variant(bad)
 
 
 def test_positive_floats_are_finite_and_above_zero() -> None:
