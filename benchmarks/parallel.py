@@ -49,7 +49,22 @@ def _finish(problem: Problem, rows: list[dict[str, Any]], extra: dict[str, Any])
     rows = sorted(rows, key=lambda r: (r["end"], r["start"], r["order"]))
     values = [r["values"] for r in rows]
     return {"values": values, "params": [r["params"] for r in rows], "start": [r["start"] for r in rows],
-            "end": [r["end"] for r in rows], "hv": hv_trace(problem, values), **extra}
+            "end": [r["end"] for r in rows], "order": [r["order"] for r in rows], "hv": hv_trace(problem, values),
+            **extra}
+
+
+def first_proposed(problem: Problem, result: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """The run with a budget of `n` trials, from a longer run of the same seed: its first
+    n proposals are those of the longer run (none of them saw a later trial), so
+    they, in the order they ended, are what the shorter run would have given."""
+    rows = [{"params": p, "values": v, "start": s, "end": e, "order": o}
+            for p, v, s, e, o in zip(result["params"], result["values"], result["start"], result["end"],
+                                     result["order"]) if o < n]
+    if len(rows) < n:
+        raise ValueError(f"the longer run has {len(rows)} of the first {n} trials")
+    keep = [i for i, o in enumerate(result["order"]) if o < n]
+    extra = {k: [result[k][i] for i in keep] for k in ("methods",) if k in result}
+    return _finish(problem, rows, {**extra, "derived_from_budget": result.get("budget")})
 
 
 def simulate(problem: Problem, ask: Ask, tell: Tell, seed: int, budget: int, parallelism: int) -> dict[str, Any]:
@@ -221,8 +236,8 @@ def report(results: list[dict[str, Any]], problems: list[str], methods: list[str
         lines += [f"**{prob.title}** (max HV {prob.max_hv:.4g}; durations log-normal, median "
                   f"{MEDIAN_SECONDS:.0f} s, sigma {SIGMA})", ""]
         lines.append("| method | K | seeds | " + " | ".join(f"HV@{c}" for c in checkpoints) + " | "
-                     + " | ".join(f"HV@{t}s" for t in TIME_CHECKPOINTS) + " | sim. time (s) | gen median (s) |")
-        lines.append("|---|---|---|" + "---|" * (len(checkpoints) + len(TIME_CHECKPOINTS)) + "---|---|")
+                     + " | ".join(f"HV@{t}s" for t in TIME_CHECKPOINTS) + " | sim. time (s) | gen median (s) | gen CPU median (s) |")
+        lines.append("|---|---|---|" + "---|" * (len(checkpoints) + len(TIME_CHECKPOINTS)) + "---|---|---|")
         for m in methods:
             for k in sorted({r["parallelism"] for r in rows if r["method"] == m}):
                 mr = [r for r in rows if r["method"] == m and r["parallelism"] == k]
@@ -231,6 +246,8 @@ def report(results: list[dict[str, Any]], problems: list[str], methods: list[str
                 cells.append(_cell([r["end"][-1] for r in mr], 0))
                 gen = [g for r in mr for g in r.get("gen_seconds") or [] if g is not None]
                 cells.append(f"{statistics.median(gen):.2f}" if gen else "-")
+                cpu = [g for r in mr for g in r.get("gen_cpu_seconds") or [] if g is not None]
+                cells.append(f"{statistics.median(cpu):.2f}" if cpu else "-")
                 lines.append(f"| {m} | {k} | {len(mr)} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)

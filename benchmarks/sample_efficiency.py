@@ -432,6 +432,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="continue stored shorter stock-Ax runs to --budget (their trials are attached to a "
                          "fresh Client) instead of starting them over")
     ap.add_argument("--report", action="store_true", help="only print the table and plots from stored results")
+    ap.add_argument("--from-longer", type=Path, default=None, metavar="DIR",
+                    help="take the runs of --methods at --parallelism from longer runs of the same seeds under "
+                         "DIR/k<K>/ (their first --budget proposals: benchmarks/parallel.py, `first_proposed`) "
+                         "instead of running them")
     ap.add_argument("--from-sequential", action="store_true",
                     help="with --parallelism 1: take the K = 1 runs of --methods from the stored sequential grid "
                          f"({DEFAULT_OUT.relative_to(ROOT)}) instead of running them (benchmarks/parallel.py, "
@@ -440,6 +444,11 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.parallelism is not None and a.extend:
         ap.error("--extend continues parallelism-1 stock-Ax runs only: leave out --parallelism")
+    if a.from_longer is not None:
+        if a.parallelism is None:
+            ap.error("--from-longer takes runs on the simulated clock: pass --parallelism")
+        return _import_longer(a.from_longer, a.problems, a.methods, a.seeds, a.budget, a.parallelism,
+                              a.out or DEFAULT_PARALLEL_OUT)
     if a.from_sequential:
         if a.parallelism != [1]:
             ap.error("--from-sequential makes parallelism-1 results only: pass --parallelism 1")
@@ -469,6 +478,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{failed} run process(es) failed (above); the table holds the runs that finished", file=sys.stderr)
         return 1
     return 0
+
+
+def _import_longer(src: Path, problems: list[str], methods: list[str], seeds: list[int], budget: int,
+                   ks: list[int], out: Path) -> int:
+    missing = 0
+    for k in ks:
+        for pname in problems:
+            for m in methods:
+                for seed in seeds:
+                    path = result_path(src / f"k{k}", pname, m, seed)
+                    stored = json.loads(path.read_text()) if path.exists() else None
+                    if stored is None or int(stored["budget"]) < budget or "order" not in stored:
+                        print(f"no longer run with trial order at {path}", file=sys.stderr)
+                        missing += 1
+                        continue
+                    res = parallel.first_proposed(get_problem(pname), stored, budget)
+                    keep = ("problem", "method", "seed", "parallelism", "median_seconds", "sigma", "optimizer",
+                            "date", "host", "cpus")
+                    res.update({key: stored[key] for key in keep if key in stored}, budget=budget,
+                               derived_from=str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path))
+                    dest = result_path(out / f"k{k}", pname, m, seed)
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    dest.write_text(json.dumps(res, default=str))
+    return 1 if missing else 0
 
 
 def _import_sequential(problems: list[str], methods: list[str], seeds: list[int], budget: int, out: Path) -> int:

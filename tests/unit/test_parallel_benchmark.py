@@ -1,0 +1,87 @@
+"""The parallel sample-efficiency benchmark's event loop and the runs it derives.
+
+`simulate` drives an ask/tell optimizer at K trials at once on the simulated
+clock; a shorter run is derived from a longer one (`first_proposed`) and a
+K = 1 run from the sequential grid (`from_sequential`). Each derived run must be
+the run it stands for: checked here against real runs of a seeded random
+optimizer on a benchmark problem.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from benchmarks import parallel
+from benchmarks.problems import get_problem
+
+
+def _random_run(seed: int, budget: int, k: int, stale: bool = False) -> dict[str, Any]:
+    """A random optimizer whose proposals depend on every result told (so a proposal
+    that saw a result more or less would differ)."""
+    problem = get_problem("branin_currin")
+    rng = random.Random(seed)
+    seen: list[float] = []
+    index = 0
+
+    def ask(n: int) -> list[tuple[Any, dict[str, Any]]]:
+        nonlocal index
+        out = []
+        for _ in range(n):
+            shift = sum(seen) % 0.1
+            out.append((index, {"x0": (rng.random() + shift) % 1.0, "x1": rng.random()}))
+            index += 1
+        return out
+
+    def tell(token: Any, values: Mapping[str, float]) -> None:
+        seen.append(values["f0"])
+
+    res = parallel.simulate(problem, ask, tell, seed, budget, k)
+    res.update(seed=seed, method="random-dependent", budget=budget)
+    return res
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_the_first_proposals_of_a_longer_run_are_the_shorter_run(k: int) -> None:
+    problem = get_problem("branin_currin")
+    short, long = _random_run(3, 12, k), _random_run(3, 20, k)
+    derived = parallel.first_proposed(problem, long, 12)
+    for key in ("params", "values", "start", "end", "order", "hv"):
+        assert derived[key] == short[key], key
+    with pytest.raises(ValueError, match="has 12 of the first 13"):
+        parallel.first_proposed(problem, short, 13)
+
+
+def test_at_parallelism_one_the_simulated_run_is_the_sequential_one() -> None:
+    problem = get_problem("branin_currin")
+    simulated = _random_run(5, 10, 1)
+    sequential = {"params": simulated["params"], "values": simulated["values"], "seed": 5,
+                  "method": "random-dependent"}
+    derived = parallel.from_sequential(problem, sequential, 10)
+    assert derived["params"] == simulated["params"] and derived["values"] == simulated["values"]
+    for key in ("start", "end", "hv"):
+        assert derived[key] == pytest.approx(simulated[key]), key
+
+
+def test_slots_are_refilled_at_once_and_never_overfilled() -> None:
+    res = _random_run(7, 30, 4)
+    events = sorted([(s, 1) for s in res["start"]] + [(e, -1) for e in res["end"]])
+    running = peak = 0
+    for _, step in events:  # ends before starts at the same instant
+        running += step
+        peak = max(peak, running)
+    assert peak == 4
+    # every start but the first K is at another trial's end
+    ends = set(res["end"])
+    assert sorted(res["start"])[:4] == [0.0] * 4
+    assert all(s in ends for s in sorted(res["start"])[4:])
+
+
+def test_time_to_reach_a_hypervolume() -> None:
+    res = {"hv": [0.0, 0.2, 0.2, 0.5], "end": [10.0, 20.0, 30.0, 40.0]}
+    assert parallel.time_to_reach(res, 0.2) == 20.0
+    assert parallel.time_to_reach(res, 0.5) == 40.0
+    assert parallel.time_to_reach(res, 0.6) is None
