@@ -99,9 +99,13 @@ def test_diagnostics_leave_the_process_as_it_was() -> None:
 def test_library_calls_quiet_the_libraries_and_put_everything_back() -> None:
     made = logging.getLogger("ax.nasctl_test_quiet")
     made.setLevel(logging.INFO)
+    child = logging.getLogger("ax.nasctl_test_quiet.child")  # inherits made's level
+    assert made.isEnabledFor(logging.INFO) and child.isEnabledFor(logging.INFO)  # now cached
     before = _state()
     with quiet.library_calls():
         assert made.level == logging.WARNING
+        # levels are set with one clearing of logging's caches: no cached answer survives
+        assert not made.isEnabledFor(logging.INFO) and not child.isEnabledFor(logging.INFO)
         assert any(f[0] == "ignore" and f[3] is not None and f[3].pattern == "botorch" for f in warnings.filters)
         later = logging.getLogger("botorch.nasctl_test_quiet_later")  # made by an import inside the block
         later.setLevel(logging.DEBUG)
@@ -109,6 +113,7 @@ def test_library_calls_quiet_the_libraries_and_put_everything_back() -> None:
             assert later.level == logging.WARNING
         assert made.level == logging.WARNING  # still inside the outer block
     assert made.level == logging.INFO and later.level == logging.DEBUG
+    assert made.isEnabledFor(logging.INFO) and child.isEnabledFor(logging.INFO)
     assert _state() == before
 
 
