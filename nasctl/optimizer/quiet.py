@@ -59,9 +59,9 @@ def _library_loggers() -> list[logging.Logger]:
 def _set_levels(changes: list[tuple[logging.Logger, int]]) -> None:
     """Set the levels of many loggers, clearing logging's cached levels once.
     `Logger.setLevel` clears the cache of every logger in the process on each call,
-    and a block sets and puts back the levels of the ~76 library loggers: with the
-    315 loggers of a process that has built an optimizer, a block took 3.0 ms of
-    CPU, and 0.2 ms this way (docs/benchmarks.md, "The proposals' cost"). Each
+    and a block sets and puts back the levels of the library loggers: with the 315
+    loggers of a process that has built an optimizer, a block took 2.3-2.6 ms of
+    CPU, and 0.13 ms this way (benchmarks/quiet_cost.py). Each
     level is set as `setLevel` sets it, and the last change's `setLevel` clears the
     caches after all of them."""
     if not changes:
