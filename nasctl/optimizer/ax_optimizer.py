@@ -302,19 +302,15 @@ class AxOptimizer:
         and the trial it becomes: while no trial is feasible, a model-based
         proposal that repeats an earlier trial is replaced (see `novelty`).
         Quasi-random trials come from the fast path while it can draw them
-        (see the class docstring); the rest of a request it can serve only in
-        part is Ax's, as it would have been without the fast path."""
+        (see the class docstring); a request it can serve only in part gets
+        fewer candidates, as one that Ax's strategy moves on in the middle of."""
         from ax.utils.common.random import with_rng_seed
 
         from nasctl.optimizer import logscale  # imports Ax: after __init__ has quietened it
 
         fast = self._fast_candidates(n)
-        if len(fast) == n or (fast and self._fast):
+        if fast:
             return fast
-        # the fast path stopped at its limit with part of the request served: Ax's
-        # strategy serves the rest as it would have (more quasi-random points while
-        # the model waits for results, or the model's), with those trials pending
-        n -= len(fast)
         experiment = self.experiment
         if len(self.spec.objectives) > 1 and len(experiment.trials) >= self.spec.initial_trials:
             use_prebuilt_extension()  # before BoTorch builds its first qLogNEHVI here
@@ -358,7 +354,7 @@ class AxOptimizer:
             out.append(Candidate(trial.index, _params(params, self.spec), self._method(trial.index)))
         if center_only and len(out) < n:
             out += self._fast_candidates(n - len(out))
-        return fast + out
+        return out
 
     def _fixed_features(self) -> Any:
         """Parameter values held fixed while proposing (Ax `ObservationFeatures`), None for none."""
