@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from nasctl.optimizer import catgp, gpfit
-from nasctl.spec import DEFAULT_INITIAL_TRIALS, ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
+from nasctl.spec import ChoiceParameter, ExperimentSpec, FloatParameter, IntParameter
 
 SAAS_NUTS = {"warmup_steps": 128, "num_samples": 128, "thinning": 16, "max_tree_depth": 6}
 """NUTS for SAASBO: 8 posterior samples of the hyperparameters after 128 warm-up
@@ -122,15 +122,6 @@ def acquisition_budget(dims: int, larger_budget: bool = False) -> dict[str, int]
     return {"num_restarts": 12, "raw_samples": 1024}
 
 
-def min_observed_results(spec: ExperimentSpec) -> int:
-    """Results the model step waits for: those the quasi-random start gives one trial
-    at a time (`spec.initial_trials`), at most `DEFAULT_INITIAL_TRIALS`, so a start
-    made larger by `parallelism` (16 trials at once) is not doubled by waiting for
-    all of its results. Measured on the simulated clock at parallelism 4
-    (docs/benchmarks.md, "Sample efficiency at parallelism")."""
-    return max(1, min(spec.initial_trials, DEFAULT_INITIAL_TRIALS))
-
-
 def _model_config(method: str, seed: int | None) -> Any:
     """Ax's `ModelConfig` (the GP) of a model-based `method`."""
     from ax.generators.torch.botorch_modular.utils import ModelConfig
@@ -171,14 +162,13 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
         initialization_budget=spec.initial_trials,
         initialization_random_seed=seed,
         torch_device=device,
-        # With several trials in flight, the quasi-random start is spent before its
-        # results are in. The model then starts once `min_observed_results(spec)`
-        # results are (one trial at a time, the start has all its results first, so
-        # nothing changes there), and until then a slot that frees gets another
-        # quasi-random point: a GP fitted to one or two results proposes little
-        # better than the corners of the space (see `min_observed_results`).
-        min_observed_initialization_trials=min_observed_results(spec),
-        allow_exceeding_initialization_budget=True,
+        # With several trials in flight, the quasi-random start can be spent before
+        # half of it has results, which Ax's model step waits for by default: Ax
+        # would refuse to propose (DataRequiredError) and the run would fail at its
+        # first result with `parallelism` >= 4. One result is enough to start from;
+        # one trial at a time, the start has all its results first, so nothing
+        # changes there.
+        min_observed_initialization_trials=1,
     )
     gs = choose_generation_strategy(struct, model_config=config)
     dims = len(spec.tunable)
