@@ -26,9 +26,11 @@ with the grid. Variants:
   (`acquisition.SPEEDUPS`; the same proposals, compare the CPU time).
   no-batched-boxes decomposes each sample's front on its own in NumPy;
   no-numpy-boxes leaves the decompositions to BoTorch (batched-boxes needs it);
-- min-observed-N: the model waits for N results before it starts (default
-  `strategies.min_observed_results`: min(initial trials, 5)); meaningful with
-  --parallelism, where the quasi-random start is spent before its results are in;
+- min-observed-N: the model waits for N results before it starts, with
+  quasi-random points for the slots that free meanwhile (default
+  `strategies.MIN_OBSERVED_RESULTS`: 1, the model from the first result);
+  meaningful with --parallelism, where
+  the quasi-random start is spent before its results are in;
 - a+b: the changes of a and of b (budget-20-1024+mc-64, no-numpy-boxes+no-single-candidate).
 
 With `--parallelism K` (K > 1) the optimizer is driven asynchronously on the
@@ -106,7 +108,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
     if parts[0] == "mc" and len(parts) == 2 and parts[1].isdigit():
         return [("strategies", "mc_samples", lambda *_: int(parts[1]))]
     if name.startswith("min-observed-") and name[13:].isdigit() and int(name[13:]) > 0:
-        return [("strategies", "min_observed_results", lambda *_: int(name[13:]))]
+        return [("strategies", "MIN_OBSERVED_RESULTS", int(name[13:]))]
     known = [*fixed, *(f"no-{s}" for s in SPEEDUPS)]
     raise ValueError(f"unknown variant {name!r} (known: {', '.join(known)}, budget-R-S, mc-N, min-observed-N, a+b)")
 

@@ -66,8 +66,7 @@ def test_a_command_refuses_them_with_exit_code_2(capsys: pytest.CaptureFixture[s
 def test_the_ablation_variants_at_parallelism() -> None:
     from benchmarks.ablation import parse_variant
 
-    ((module, attribute, value),) = parse_variant("min-observed-2")
-    assert (module, attribute, value(None)) == ("strategies", "min_observed_results", 2)
+    assert parse_variant("min-observed-5") == [("strategies", "MIN_OBSERVED_RESULTS", 5)]
     for bad in ("min-observed-0", "min-observed-x"):
         with pytest.raises(ValueError, match="min-observed-N"):
             parse_variant(bad)
