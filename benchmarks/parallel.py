@@ -373,20 +373,23 @@ def plot(results: list[dict[str, Any]], problems: list[str], methods: list[str],
                 arr = np.array([r["hv"][:n] for r in mr])
                 mu, sd = arr.mean(axis=0), arr.std(axis=0)
                 x = np.arange(1, n + 1)
-                line, = axes[0][col].plot(x, mu, label=m)
-                axes[0][col].fill_between(x, mu - sd, mu + sd, alpha=0.12, color=line.get_color())
+                color = f"C{methods.index(m)}"  # one colour per method in every panel
+                axes[0][col].plot(x, mu, label=m, color=color)
+                axes[0][col].fill_between(x, mu - sd, mu + sd, alpha=0.12, color=color)
                 tv = np.array([[hv_at_time(r, t) for t in grid] for r in mr])
-                axes[1][col].plot(grid, tv.mean(axis=0), color=line.get_color())
+                axes[1][col].plot(grid, tv.mean(axis=0), color=color)
             axes[0][col].set_title(f"K = {k}", fontsize=9)
             axes[0][col].set_xlabel("results", fontsize=8)
             axes[1][col].set_xlabel("simulated seconds", fontsize=8)
         axes[0][0].set_ylabel("hypervolume / max", fontsize=8)
         axes[1][0].set_ylabel("hypervolume / max", fontsize=8)
-        axes[0][-1].legend(fontsize=7)
+        handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines()}
+        fig.legend([handles[m] for m in methods if m in handles], [m for m in methods if m in handles],
+                   loc="lower center", ncol=len(handles), fontsize=8)
         from benchmarks.problems import get_problem
 
         fig.suptitle(get_problem(pname).title, fontsize=10)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0.05, 1, 1))
         path = out / f"{pname}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
