@@ -98,12 +98,13 @@ def simulate(problem: Problem, ask: Ask, tell: Tell, seed: int, budget: int, par
 
 NASCTL_VARIANTS: dict[str, dict[str, Any]] = {
     "nasctl": {},
-    "nasctl-ahead1": {"lookahead": 1},
+    "nasctl-ahead0": {"lookahead": 0},
 }
 """nasctl as shipped, and ablations of what it does at parallelism (keyword arguments of
-`run_nasctl`): "nasctl-ahead1" keeps one candidate generated ahead of the free slots
-whatever the proposals cost (the rule before the adaptive one of
-nasctl/orchestration/proposals.py; at K = 1 it changes nothing)."""
+`run_nasctl`): "nasctl-ahead0" keeps no candidate generated ahead of the free slots,
+so a freed slot waits for a proposal that has seen its result (the shipped rule of
+nasctl/orchestration/proposals.py keeps one ahead on this clock; at K = 1 neither
+keeps any)."""
 
 
 def run_nasctl(problem: Problem, seed: int, budget: int, parallelism: int,

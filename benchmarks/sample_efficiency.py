@@ -536,9 +536,13 @@ def _main_parallel(problems: list[str], methods: list[str], seeds: list[int], bu
     if budget >= parallel.TARGET_TRIALS:
         print(parallel.targets(results, problems))
     if 1 in ks and any(k > 1 for k in ks):
+        # the time to K = 1's hypervolume from the longer runs where there are some
+        # (<out>_long/k<K>/, e.g. 64-trial runs at K = 16), else from these
+        longer_dir = out.parent / f"{out.name}_long"
+        longer = [r for k in ks if k > 1 for r in load_results(longer_dir / f"k{k}")]
         print()
         print(parallel.speedup([r for r in results if r["parallelism"] == 1],
-                               [r for r in results if r["parallelism"] > 1], problems))
+                               longer or [r for r in results if r["parallelism"] > 1], problems))
     for p in parallel.plot(results, problems, methods, out):
         print(f"plot: {p}", file=sys.stderr)
     if failed:

@@ -2,14 +2,13 @@
 
 Candidate generation runs on the generator's worker thread, so the loop keeps
 polling and dispatching while the model fits. With more than one worker the
-loop may keep candidates generated ahead of the free slots, so a slot that frees
+loop keeps candidates generated ahead of the free slots, so a slot that frees
 is refilled in the same tick instead of waiting for a model fit; an ahead
 candidate was chosen with every running trial as a pending point, and the next
 one is asked for right after, with the finished trial's result. How many it
-keeps ahead (`lookahead`): none while proposals are short next to trials (a
-freed slot waits a moment, for a proposal that has seen its result), else
-enough to cover the slots expected to free while the next proposal is computed
-(up to `parallelism`, asked for in one batch).
+keeps ahead (`lookahead`) covers the slots expected to free while the next
+proposal is computed: one while proposals are quick next to trials, more (up to
+`parallelism`, asked for in one batch) when they are not.
 """
 
 from __future__ import annotations
@@ -30,41 +29,33 @@ from nasctl.store import Store, queries
 from nasctl.types import ExperimentRecord, TrialRecord
 
 
-LOOKAHEAD_IDLE_SHARE = 0.05
-"""No candidate is kept ahead while a slot that frees would wait for its proposal
-at most this share of a trial's time (and the generator is busy less than half
-the time): an ahead candidate is chosen without the result of the trial whose
-slot it fills, and at parallelism 4 on the simulated clock (proposals free, so
-no idle slot to save) keeping one ahead cost hypervolume (docs/benchmarks.md,
-"Sample efficiency at parallelism")."""
-
-
 def lookahead(parallelism: int, completed: int, fixed: int | None, last_proposal_seconds: float | None,
               durations: Sequence[float]) -> int:
     """How many candidates to keep generated beyond the free slots.
 
     None before the first result (an extra candidate could only be quasi-random)
     and with one worker (every proposal should see the result of the trial before
-    it: sequential optimisation); otherwise `fixed` where given. Else none while
-    proposals are short next to trials (a proposal of at most
-    `LOOKAHEAD_IDLE_SHARE` of the median trial's seconds, and the generator busy
-    less than half the time: slots end about parallelism / median seconds apart):
-    a freed slot then waits a moment for a proposal that has seen its result.
-    When proposals are longer, enough to cover the slots expected to free during
-    the next proposal, ceil(last proposal's seconds x parallelism / median trial
-    seconds), between 1 and `parallelism`.
+    it: sequential optimisation); otherwise `fixed` where given, else enough to
+    cover the slots expected to free during the next proposal,
+    ceil(last proposal's seconds x parallelism / median trial seconds), between 1
+    and `parallelism`.
+
+    Keeping none ahead while proposals are short (so that a freed slot waits for
+    a proposal that has seen its result) was measured against this on the
+    simulated clock at parallelism 4 and 16, and was not better
+    (docs/benchmarks.md, "Sample efficiency at parallelism").
     """
     if not completed:
         return 0
     if fixed is not None:
         return fixed
-    if parallelism == 1 or last_proposal_seconds is None or not durations:
+    if parallelism == 1:
         return 0
-    trial = max(statistics.median(durations), 1e-3)
-    busy = last_proposal_seconds * parallelism / trial
-    if last_proposal_seconds <= LOOKAHEAD_IDLE_SHARE * trial and busy < 0.5:
-        return 0
-    return max(1, min(parallelism, math.ceil(busy)))
+    if last_proposal_seconds is None or not durations:
+        return 1
+    trial = statistics.median(durations)
+    need = math.ceil(last_proposal_seconds * parallelism / max(trial, 1e-3))
+    return max(1, min(parallelism, need))
 
 
 class Proposals:

@@ -53,7 +53,7 @@ def test_a_command_refuses_them_with_exit_code_2(capsys: pytest.CaptureFixture[s
     for argv, message in ((["--jobs", "0"], "argument --jobs: 0 is too small; give at least 1"),
                           (["--problems", "dtlz3"], "argument --problems: unknown 'dtlz3'; choose from branin_currin"),
                           (["--seeds", "9-0"], "argument --seeds: '9-0' is not a seed range"),
-                          (["--methods", "nasctl-ahead1"], "nasctl-ahead1 run on the simulated clock only: pass "
+                          (["--methods", "nasctl-ahead0"], "nasctl-ahead0 run on the simulated clock only: pass "
                                                            "--parallelism"),
                           (["--from-sequential", "--parallelism", "4"],
                            "--from-sequential makes parallelism-1 results only: pass --parallelism 1")):
