@@ -54,9 +54,9 @@ services:
 	scripts/slurm-local.sh up
 
 # The structure first (import layers, types: seconds), then two pytest-xdist
-# workers (most tests wait on trial processes, not the CPU; the local Slurm
-# cluster's tests all in one of them, tests/conftest.py), then the tests marked
-# `serial`, which need a shared service to themselves (PostgreSQL restarts).
+# workers (most tests wait on trial processes, not the CPU), then the tests
+# marked `serial`, which need a shared service to themselves (PostgreSQL
+# restarts, the local Slurm cluster).
 test: install-test services
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy nasctl

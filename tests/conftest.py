@@ -9,7 +9,6 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -80,24 +79,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-# Parallel runs (`make test`: two pytest-xdist workers). Every test of the local
-# Slurm cluster runs in one worker, one after the other, beside the other worker's
-# tests: the cluster's two nodes hold a few jobs at a time, and some tests stop its
-# daemons. (pytest-xdist's `--dist loadgroup` cannot keep a group in one worker
-# under pytest 9: it renames node ids through an attribute pytest 9 no longer
-# reads; `_SlurmInOneWorker` groups through xdist's scheduler hook instead.) Tests
-# that need a service to themselves, those that restart PostgreSQL, are marked
-# `serial` in their files and run after the rest, in one process.
-_SLURM = ("tests/e2e/test_slurm", "tests/unit/test_runner_contract.py")
+# Parallel runs (`make test`: two pytest-xdist workers). Tests that need a shared
+# service to themselves are marked `serial` and run after the rest, in one process,
+# in file order: those that restart PostgreSQL (marked in their files), and every
+# test of the local Slurm cluster, whose two nodes hold a few jobs at a time and
+# whose daemons some tests stop. (pytest-xdist's `--dist loadgroup` cannot keep a
+# group in one worker under pytest 9: it renames node ids through an attribute
+# pytest 9 no longer reads.)
+_SERIAL = ("tests/e2e/test_slurm", "tests/unit/test_runner_contract.py")
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    from xdist.scheduler import LoadScopeScheduling
-
-    class _SlurmInOneWorker(LoadScopeScheduling):
-        """xdist's scope scheduling with every test its own scope, but the Slurm tests one scope."""
-
-        def _split_scope(self, nodeid: str) -> str:
-            return "slurm" if nodeid.startswith(_SLURM) else nodeid
-
-    return _SlurmInOneWorker(config, log)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.relative_to(ROOT).as_posix().startswith(_SERIAL):
+            item.add_marker(pytest.mark.serial)
