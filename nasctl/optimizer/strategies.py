@@ -182,8 +182,7 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
         # (`MIN_OBSERVED_RESULTS`); one trial at a time, the start has all its
         # results first, so nothing changes there.
         min_observed_initialization_trials=max(1, min(spec.initial_trials, MIN_OBSERVED_RESULTS)),
-        # with a start that waits for more results, a slot that frees meanwhile
-        # gets another quasi-random point (only `benchmarks/ablation.py` does so)
+        # waiting for more results, a freed slot gets another quasi-random point
         allow_exceeding_initialization_budget=MIN_OBSERVED_RESULTS > 1,
     )
     gs = choose_generation_strategy(struct, model_config=config)
