@@ -7,7 +7,10 @@ instant (kill -9 included); one killed while holding that lock would leave
 every later process waiting on it forever. So the build runs in a detached
 process of its own (`prebuild_extension`), started by the orchestrator at
 once, and the first model-based proposal waits for it (`build_extension`)
-and loads the built kernel (`use_prebuilt_extension`).
+and loads the built kernel (`use_prebuilt_extension`). The wait ends on the
+builder's `ready` mark, not on the kernel file: the linker writes that file
+in place, and an orchestrator that loaded it mid-write failed its proposal
+("file too short"); a resume during a first build did exactly that.
 
 BoTorch's loader (`compat.load_fused_kernel`) imports the module
 `logei_fused_ext` first and compiles only where that import fails.
@@ -45,11 +48,19 @@ _BUILDER = (
     "if os.path.exists(lock):\n"
     "    os.remove(lock)  # left by a builder that died\n"
     "open(pidfile, 'w').write(str(os.getpid()))\n"
+    "if os.path.exists(os.path.join(ext, 'ready')):\n"
+    "    os.remove(os.path.join(ext, 'ready'))  # from a build whose file is gone\n"
     "from nasctl.optimizer.compat import load_fused_kernel\n"
-    "load_fused_kernel()\n"
+    "if load_fused_kernel() and os.path.exists(os.path.join(ext, 'logei_fused_ext.so')):\n"
+    "    open(os.path.join(ext, 'ready.tmp'), 'w').write(str(os.getpid()))\n"
+    "    os.replace(os.path.join(ext, 'ready.tmp'), os.path.join(ext, 'ready'))\n"
 )
 """The detached builder: BoTorch's own loader, which compiles the kernel into
-TORCH_EXTENSIONS_DIR (it cannot import it: the directory is not on its path)."""
+TORCH_EXTENSIONS_DIR, then marks it `ready` (the linker writes the `.so` in
+place: the file exists, too short to load, before the build has ended)."""
+
+READY = "ready"
+"""Written by the builder (atomically) once the kernel is built and loads."""
 
 
 def extension_dir() -> str | None:
@@ -66,7 +77,7 @@ def prebuild_extension() -> subprocess.Popen[bytes] | None:
     None when the kernel is already built (or there is nowhere to build it).
     """
     ext = extension_dir()
-    if ext is None or os.path.exists(os.path.join(ext, FUSED_EXTENSION + ".so")):
+    if ext is None or _built(ext):
         return None
     return subprocess.Popen(
         [sys.executable, "-c", _BUILDER, ext], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -74,14 +85,27 @@ def prebuild_extension() -> subprocess.Popen[bytes] | None:
     )
 
 
+def _built(ext: str) -> bool:
+    """Whether the kernel in `ext` is complete: marked ready by the builder; or
+    built by someone else (BoTorch's own compile, an older nasctl): a `.so`
+    with no builder alive and no build lock held."""
+    if not os.path.exists(os.path.join(ext, FUSED_EXTENSION + ".so")):
+        return False
+    if os.path.exists(os.path.join(ext, READY)):
+        return True
+    return not _builder_alive(ext) and not os.path.exists(os.path.join(ext, "lock"))
+
+
 def _builder_alive(ext: str) -> bool:
     """Whether the builder recorded in `ext` (see `prebuild_extension`) still runs."""
+    import psutil
+
     try:
         with open(os.path.join(ext, "builder.pid")) as f:
-            os.kill(int(f.read()), 0)
-    except (OSError, ValueError):
+            proc = psutil.Process(int(f.read()))
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)  # one this process started and has not reaped is done
+    except (OSError, ValueError, psutil.Error):
         return False
-    return True
 
 
 def build_extension(timeout: float = 600.0) -> bool:
@@ -94,16 +118,15 @@ def build_extension(timeout: float = 600.0) -> bool:
     ext = extension_dir()
     if ext is None:
         return False
-    built = os.path.join(ext, FUSED_EXTENSION + ".so")
-    if os.path.exists(built):
+    if _built(ext):
         return True
     builder = prebuild_extension()
     if builder is not None:
         builder.wait(timeout=timeout)
     deadline = time.monotonic() + timeout  # a builder started by another process exits this one at once
-    while not os.path.exists(built) and time.monotonic() < deadline and _builder_alive(ext):
+    while not _built(ext) and time.monotonic() < deadline and _builder_alive(ext):
         time.sleep(1)
-    return os.path.exists(built)
+    return _built(ext)
 
 
 def use_prebuilt_extension() -> bool:
@@ -126,10 +149,10 @@ def use_prebuilt_extension() -> bool:
     spec = importlib.util.spec_from_file_location(FUSED_EXTENSION, os.path.join(ext, FUSED_EXTENSION + ".so"))
     if spec is None or spec.loader is None:
         return False
-    module = importlib.util.module_from_spec(spec)
-    try:
+    try:  # an extension module is loaded (dlopen) as it is created
+        module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    except (ImportError, OSError):
+    except (ImportError, OSError):  # a damaged file (a builder killed while linking): BoTorch's own way
         return False
     sys.modules[FUSED_EXTENSION] = module  # a module imported once stays imported, as after `import`
     return True

@@ -65,7 +65,8 @@ def test_kill_nine_anywhere_then_resume(tmp_path: Path, db_url: str) -> None:
                 assert st["status"] == "RUNNING" and st["orchestrator_alive"] is False
                 assert "nasctl resume crashy" in run_cli("status", name, "--db", db_url).stdout
             continue
-        assert proc.returncode == 0, f"attempt {attempt} ({what}): rc={proc.returncode}\n{err}"
+        assert proc.returncode == 0, (f"attempt {attempt} ({what}): rc={proc.returncode}\n{err}\n{out}\n"
+                                      + run_cli("trials", name, "--db", db_url, "--status", "FAILED", "--json").stdout)
         finished = True
         break
     assert finished, "the experiment never completed"
