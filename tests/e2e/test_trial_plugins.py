@@ -65,8 +65,11 @@ def test_user_script_example(tmp_path: Path) -> None:
     trials = _run(spec, "us", tmp_path, max_trials=4)
     for t in trials:
         assert t["values"]["num_params"] == 64 * t["parameters"]["hidden"] + t["parameters"]["hidden"] * 11 + 10
-        assert t["values"]["val_acc"] > 0.5  # 5 epochs of digits
+        assert 0.0 < t["values"]["val_acc"] <= 1.0
         assert t["info"]["script"] == "examples/user_script/train.py"
+    # 5 epochs of digits learn; a model-based trial may try the smallest net at the lowest
+    # learning rate (0.37 seen), so only the best trial is held to it
+    assert max(t["values"]["val_acc"] for t in trials) > 0.5
     # `trial.preload` in the example: once the warm server is up, trials are forked from it
     launches = [json.loads(p.read_text()) for p in tmp_path.rglob("launch.json")]
     assert len(launches) == len(trials) and any(info["warm"] for info in launches), launches

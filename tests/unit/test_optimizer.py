@@ -133,7 +133,8 @@ def test_early_stopped_trials_teach_the_model_their_optimistic_values() -> None:
 
 def test_build_extension_waits_for_a_builder_in_another_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """While another live process is recorded as the kernel's builder, `build_extension`
-    starts none of its own and waits for that one's kernel file (or gives up at its timeout)."""
+    starts none of its own and waits for that one's kernel, built and marked ready (or
+    gives up at its timeout)."""
     import threading
 
     from nasctl.optimizer.ax_optimizer import FUSED_EXTENSION, build_extension
@@ -143,7 +144,11 @@ def test_build_extension_waits_for_a_builder_in_another_process(tmp_path: Path, 
     (ext / "builder.pid").write_text(str(os.getpid()))  # a live process: this one
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     assert build_extension(timeout=2) is False
-    timer = threading.Timer(1.5, lambda: (ext / f"{FUSED_EXTENSION}.so").touch())
+    def built() -> None:  # what the builder does: the kernel file, then the mark
+        (ext / f"{FUSED_EXTENSION}.so").touch()
+        (ext / "ready").write_text("1")
+
+    timer = threading.Timer(1.5, built)
     timer.start()
     try:
         assert build_extension(timeout=60) is True
