@@ -31,6 +31,10 @@ with the grid. Variants:
   `strategies.MIN_OBSERVED_RESULTS`: 1, the model from the first result);
   meaningful with --parallelism, where
   the quasi-random start is spent before its results are in;
+- idle-wait: while the model waits for its results (min-observed-N), freed
+  slots stay idle instead of getting quasi-random points;
+- start-N: a quasi-random start of N trials (`optimizer.initial_trials`; by
+  default 5, or the parallelism where that is larger);
 - a+b: the changes of a and of b (budget-20-1024+mc-64, no-numpy-boxes+no-single-candidate).
 
 With `--parallelism K` (K > 1) the optimizer is driven asynchronously on the
@@ -80,6 +84,8 @@ SPEEDUPS = ("single-candidate", "numpy-boxes", "batched-boxes", "pairwise-prunin
 """The names in `nasctl.optimizer.acquisition.SPEEDUPS` (not imported here: names are
 checked before anything heavy is imported)."""
 CHECKPOINTS = (10, 20, 30)
+SPEC = "spec"
+"""The "module" of a variant's change to the spec's `optimizer` section (`variant_spec`)."""
 
 
 def parse_variant(name: str) -> list[tuple[str, str, Any]]:
@@ -96,6 +102,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "no-repeat-guard": [("novelty", "REPEAT_RADIUS", 0.0)],
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],
         "one-hot": [("methods", "categorical_parameters", lambda *_: [])],
+        "idle-wait": [("strategies", "FILL_WHILE_WAITING", False)],
     }
     if name in fixed:
         return fixed[name]
@@ -109,8 +116,10 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         return [("strategies", "mc_samples", lambda *_: int(parts[1]))]
     if name.startswith("min-observed-") and name[13:].isdigit() and int(name[13:]) > 0:
         return [("strategies", "MIN_OBSERVED_RESULTS", int(name[13:]))]
+    if parts[0] == "start" and len(parts) == 2 and parts[1].isdigit() and int(parts[1]) > 0:
+        return [(SPEC, "initial_trials", int(parts[1]))]
     known = [*fixed, *(f"no-{s}" for s in SPEEDUPS)]
-    raise ValueError(f"unknown variant {name!r} (known: {', '.join(known)}, budget-R-S, mc-N, min-observed-N, a+b)")
+    raise ValueError(f"unknown variant {name!r} (known: {', '.join(known)}, budget-R-S, mc-N, min-observed-N, start-N, a+b)")
 
 
 def variant_list(text: str) -> list[str]:
@@ -129,10 +138,18 @@ def apply_variant(name: str) -> None:
     import importlib
 
     for module, attribute, value in parse_variant(name):
+        if module == SPEC:
+            continue  # see `variant_spec`
         target = importlib.import_module(f"nasctl.optimizer.{module}")
         if isinstance(value, tuple) and value[0] == "without":  # a speed-up switched off
             value = getattr(target, attribute) - {value[1]}
         setattr(target, attribute, value)
+
+
+def variant_spec(name: str, spec: Any) -> Any:
+    """`spec` with variant `name`'s changes to the experiment's optimizer settings."""
+    changes = {attribute: value for module, attribute, value in parse_variant(name) if module == SPEC}
+    return spec.model_copy(update={"optimizer": spec.optimizer.model_copy(update=changes)}) if changes else spec
 
 
 def run_one(problem_name: str, variant: str, seed: int, budget: int, parallelism: int = 1) -> dict[str, Any]:
@@ -144,7 +161,7 @@ def run_one(problem_name: str, variant: str, seed: int, budget: int, parallelism
     optimizer.build_extension()
     apply_variant(variant)
     problem = get_problem(problem_name)
-    spec = nasctl_spec(problem, seed, budget)
+    spec = variant_spec(variant, nasctl_spec(problem, seed, budget))
     if parallelism > 1:
         return _run_async(optimizer, problem, spec.model_copy(
             update={"budget": spec.budget.model_copy(update={"parallelism": parallelism})}), variant, seed, budget,

@@ -296,7 +296,9 @@ class AxOptimizer:
     # --- proposing ----------------------------------------------------------
     @quietly
     def generate(self, n: int) -> list[Candidate]:
-        """Up to `n` new candidates (fewer when the strategy is between steps).
+        """Up to `n` new candidates (fewer when the strategy is between steps; none
+        while the model waits for results of a quasi-random start that is spent,
+        as after a failure before any result with `initial_trials` < `parallelism`).
 
         What `Client.get_next_trials` does, with one step between Ax's proposal
         and the trial it becomes: while no trial is feasible, a model-based
@@ -304,6 +306,7 @@ class AxOptimizer:
         Quasi-random trials come from the fast path while it can draw them
         (see the class docstring); a request it can serve only in part gets
         fewer candidates, as one that Ax's strategy moves on in the middle of."""
+        from ax.exceptions.core import DataRequiredError
         from ax.utils.common.random import with_rng_seed
 
         from nasctl.optimizer import logscale  # imports Ax: after __init__ has quietened it
@@ -327,9 +330,16 @@ class AxOptimizer:
         # and the fast path draws the rest, the same points.
         center_only = self._fast and not experiment.trials and sobol_trial_limit(gs) is None
         # the client's seed (`Client(random_seed=...)`), as `Client.get_next_trials` seeds it
-        with self.fits.active(), logscale.proposal(), with_rng_seed(seed=self.spec.optimizer.seed):
-            runs = gs.gen(experiment=experiment, n=1, num_trials=1 if center_only else n,
-                          fixed_features=self._fixed_features())
+        try:
+            with self.fits.active(), logscale.proposal(), with_rng_seed(seed=self.spec.optimizer.seed):
+                runs = gs.gen(experiment=experiment, n=1, num_trials=1 if center_only else n,
+                              fixed_features=self._fixed_features())
+        except DataRequiredError:
+            # the quasi-random start is spent and the model waits for more of its
+            # results (`strategies.MIN_OBSERVED_RESULTS`): nothing to propose until then
+            if not any(t.status.is_running for t in experiment.trials.values()):
+                raise
+            return []
         if any(compat.generation_node_name(run) == "MBM" for (run,) in runs):
             self.log_scale = self._fitted_log_scale()
         guarding = self.guard.active  # changes only when a trial completes

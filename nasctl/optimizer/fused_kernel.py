@@ -35,9 +35,13 @@ from nasctl.optimizer.compat import FUSED_KERNEL_MODULE
 FUSED_EXTENSION = FUSED_KERNEL_MODULE
 """The kernel's module name: also the name of its build directory and file."""
 
+READY = "ready"
+"""Written by the builder (atomically) once the kernel is built and loads."""
+
 _BUILDER = (
     "import os, sys, warnings; warnings.simplefilter('ignore')\n"
-    "ext = sys.argv[1]; os.makedirs(ext, exist_ok=True)\n"
+    "ext, ready, built = sys.argv[1], os.path.join(sys.argv[1], sys.argv[2]), sys.argv[3]\n"
+    "os.makedirs(ext, exist_ok=True)\n"
     "pidfile, lock = os.path.join(ext, 'builder.pid'), os.path.join(ext, 'lock')\n"
     "try:\n"
     "    old = int(open(pidfile).read())\n"
@@ -48,19 +52,17 @@ _BUILDER = (
     "if os.path.exists(lock):\n"
     "    os.remove(lock)  # left by a builder that died\n"
     "open(pidfile, 'w').write(str(os.getpid()))\n"
-    "if os.path.exists(os.path.join(ext, 'ready')):\n"
-    "    os.remove(os.path.join(ext, 'ready'))  # from a build whose file is gone\n"
+    "if os.path.exists(ready):\n"
+    "    os.remove(ready)  # from a build whose file is gone\n"
     "from nasctl.optimizer.compat import load_fused_kernel\n"
-    "if load_fused_kernel() and os.path.exists(os.path.join(ext, 'logei_fused_ext.so')):\n"
-    "    open(os.path.join(ext, 'ready.tmp'), 'w').write(str(os.getpid()))\n"
-    "    os.replace(os.path.join(ext, 'ready.tmp'), os.path.join(ext, 'ready'))\n"
+    "if load_fused_kernel() and os.path.exists(os.path.join(ext, built)):\n"
+    "    open(ready + '.tmp', 'w').write(str(os.getpid()))\n"
+    "    os.replace(ready + '.tmp', ready)\n"
 )
-"""The detached builder: BoTorch's own loader, which compiles the kernel into
+"""The detached builder (argv: the build directory, `READY`'s name, the kernel's
+file name): BoTorch's own loader, which compiles the kernel into
 TORCH_EXTENSIONS_DIR, then marks it `ready` (the linker writes the `.so` in
 place: the file exists, too short to load, before the build has ended)."""
-
-READY = "ready"
-"""Written by the builder (atomically) once the kernel is built and loads."""
 
 
 def extension_dir() -> str | None:
@@ -80,8 +82,8 @@ def prebuild_extension() -> subprocess.Popen[bytes] | None:
     if ext is None or _built(ext):
         return None
     return subprocess.Popen(
-        [sys.executable, "-c", _BUILDER, ext], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        [sys.executable, "-c", _BUILDER, ext, READY, FUSED_EXTENSION + ".so"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
 
 

@@ -134,6 +134,12 @@ fitted to one result with the rest of the start pending spreads its proposals
 away from the pending points, which served at least as well as more
 quasi-random points (docs/benchmarks.md, "Sample efficiency at parallelism")."""
 
+FILL_WHILE_WAITING = True
+"""While the model step waits for `MIN_OBSERVED_RESULTS` results, a slot that
+frees gets another quasi-random point (True) or stays idle until they are in
+(False: the optimizer proposes nothing, `AxOptimizer.generate` returns no
+candidate)."""
+
 
 def _model_config(method: str, seed: int | None) -> Any:
     """Ax's `ModelConfig` (the GP) of a model-based `method`."""
@@ -183,7 +189,7 @@ def build_strategy(spec: ExperimentSpec, method: str, device: str | None) -> Any
         # results first, so nothing changes there.
         min_observed_initialization_trials=max(1, min(spec.initial_trials, MIN_OBSERVED_RESULTS)),
         # waiting for more results, a freed slot gets another quasi-random point
-        allow_exceeding_initialization_budget=MIN_OBSERVED_RESULTS > 1,
+        allow_exceeding_initialization_budget=MIN_OBSERVED_RESULTS > 1 and FILL_WHILE_WAITING,
     )
     gs = choose_generation_strategy(struct, model_config=config)
     dims = len(spec.tunable)

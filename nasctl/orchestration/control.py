@@ -145,14 +145,24 @@ def start_experiment(
             f"continue it with `nasctl resume {spec.name}`, or pass --name to start a new one",
         )
     work_dir = str(Path(work_root, spec.name).resolve())
-    _check_work_dir_free(store, work_dir, spec.name)
+    check_work_dir_free(store, work_dir, spec.name)
     exp = store.create_experiment(spec.name, spec_to_dict(spec), work_dir, owner=owner_id())
     os.makedirs(work_dir, exist_ok=True)
     return _drive(store, exp, spec, on_progress, poll_interval, lookahead=lookahead)
 
 
-def _check_work_dir_free(store: Store, work_dir: str, name: str) -> None:
-    """A renamed experiment keeps its folder: a new experiment under its old name must not share it."""
+def check_work_dir_free(store: Store, work_dir: str, name: str) -> None:
+    """A new experiment's folder must hold no trials but its own.
+
+    A renamed experiment keeps its folder: a new experiment under its old name must
+    not share it. Trial folders left by a run that is not in this database (its
+    database deleted, or `nasctl rm` without --files) would be taken for the new
+    run's own: their launch and exit records and TensorBoard files sit where the
+    new trials' go, so the new trials would end at once with the old results.
+
+    Raises:
+        AlreadyExistsError: either case, naming the folder and the way out.
+    """
     from nasctl.store.manage import work_dir_users
 
     users = work_dir_users(store, work_dir)
@@ -160,6 +170,13 @@ def _check_work_dir_free(store: Store, work_dir: str, name: str) -> None:
         raise AlreadyExistsError(
             f"the trial directory {work_dir} belongs to experiment {users[0]!r}",
             f"pass --workdir DIR to put {name}'s files elsewhere",
+        )
+    trials = Path(work_dir, "trials")
+    if trials.is_dir() and any(trials.iterdir()):
+        raise AlreadyExistsError(
+            f"the trial directory {work_dir} holds trials of an earlier run that is not in {store.display_url}"
+            " (a new run would take their results for its own)",
+            f"delete that folder, start {name} under another --name, or pass --workdir DIR",
         )
 
 

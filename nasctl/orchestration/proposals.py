@@ -8,7 +8,9 @@ candidate was chosen with every running trial as a pending point, and the next
 one is asked for right after, with the finished trial's result. How many it
 keeps ahead (`lookahead`) covers the slots expected to free while the next
 proposal is computed: one while proposals are quick next to trials, more (up to
-`parallelism`, asked for in one batch) when they are not.
+`parallelism`, asked for in one batch) when they are not. An optimizer that
+answers with no candidate (its model waits for a result) is asked again only
+once another trial has ended.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from nasctl.orchestration.progress import Messages, describe_proposal
 from nasctl.runners.clock import REAL_CLOCK, Clock
 from nasctl.spec import ExperimentSpec
 from nasctl.store import Store, queries
-from nasctl.types import ExperimentRecord, TrialRecord
+from nasctl.types import ExperimentRecord, TrialRecord, TrialStatus
 
 
 def lookahead(parallelism: int, completed: int, fixed: int | None, last_proposal_seconds: float | None,
@@ -87,6 +89,9 @@ class Proposals:
         self.seconds: list[float] = []  # wall seconds of every proposal received
         self.cpu_seconds: list[float] = []
         self.log_scale: tuple[str, ...] = ()  # objectives the optimizer's model has on the log scale
+        # trials ended when a proposal last came back empty (the model waits for
+        # results): no new request until another trial ends
+        self._waiting_at: int | None = None
 
     def start(self) -> None:
         self.log_scale = tuple(queries.log_scale_metrics(self.store, self.exp.id))
@@ -103,6 +108,7 @@ class Proposals:
             return []
         self.seconds.append(proposal.seconds)
         self.cpu_seconds.append(proposal.cpu_seconds)
+        self._waiting_at = None if proposal.candidates else self._ended()
         if proposal.log_scale is not None and proposal.log_scale != self.log_scale:
             self._log_scale_changed(proposal.log_scale)
         recorded = []
@@ -128,11 +134,17 @@ class Proposals:
         """Ask for what the free slots (and the look-ahead) need, unless a proposal is under way."""
         if self.pending or self.ledger.fidelity.exhausted:
             return
+        if self._waiting_at is not None and self._waiting_at == self._ended():
+            return  # the optimizer had nothing to propose; it will once another result is in
         ahead = lookahead(self.spec.budget.parallelism, len(self.ledger.completed), self.fixed_lookahead,
                           self.clock.cost(self.seconds[-1]) if self.seconds else None, list(self.ledger.durations))
         n = min(self.spec.budget.parallelism + ahead - running - queued, self.ledger.left)
         if n > 0:
             self.gen.request(n)
+
+    def _ended(self) -> int:
+        """How many trials have ended (any terminal state)."""
+        return sum(n for status, n in self.ledger.counts.items() if TrialStatus(status).is_terminal)
 
     def _admit(self, fidelity: float | None, promoted_from: int | None) -> bool:
         budget = self.ledger.fidelity

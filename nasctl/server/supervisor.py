@@ -211,7 +211,7 @@ class Supervisor:
 
         Raises:
             BadInputError: the spec cannot run (unknown parameters, devices, ...).
-            AlreadyExistsError: an experiment of that name exists.
+            AlreadyExistsError: an experiment of that name exists, or its folder holds trials of another run.
             LeaseError: this service is stopping, or a standby.
         """
         self._refuse_if_standby()
@@ -224,6 +224,7 @@ class Supervisor:
             raise AlreadyExistsError(f"experiment {spec.name!r} already exists in {self.store.display_url}",
                                      "pick another name (--name), or resume it from the dashboard")
         work_dir = str(Path(self.work_root, spec.name))
+        control.check_work_dir_free(self.store, str(Path(work_dir).resolve()), spec.name)
         exp = self.store.create_experiment(spec.name, spec_to_dict(spec), work_dir)
         self.store.set_experiment_status(exp.id, ExperimentStatus.QUEUED, "submitted to the service")
         return self.store.get_experiment(spec.name)

@@ -140,3 +140,20 @@ def test_bad_retry_settings_are_one_line_and_exit_2(tmp_path: Path) -> None:
         err = _one_line_error(run_cli("run", str(spec), "--db", f"sqlite:///{tmp_path}/n.db", cwd=tmp_path))
         assert expected in err, (setting, err)
         assert not (tmp_path / "n.db").exists()
+
+
+def test_a_folder_with_trials_of_a_run_not_in_the_database_is_refused(tmp_path: Path) -> None:
+    """`nasctl rm` without --files (or a deleted database) leaves the trial folders:
+    a new run under the same name would read their records and results as its own
+    trials'. It is refused before anything is written; the old files stay."""
+    old = tmp_path / "runs" / "stale" / "trials" / "trial_0000" / "job"
+    old.mkdir(parents=True)
+    (old / "exit.json").write_text('{"exit_code": 0}')
+    db = f"sqlite:///{tmp_path}/n.db"
+    err = _one_line_error(run_cli("run", EXAMPLE, "--name", "stale", "--db", db, "--workdir", str(tmp_path / "runs"),
+                                  cwd=tmp_path))
+    assert f"the trial directory {tmp_path / 'runs' / 'stale'} holds trials of an earlier run" in err
+    assert "--workdir" in err and "--name" in err
+    assert (old / "exit.json").read_text() == '{"exit_code": 0}'
+    listed = run_cli("ls", "--db", db, "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout) == []  # no experiment was created

@@ -156,3 +156,33 @@ def test_build_extension_waits_for_a_builder_in_another_process(tmp_path: Path, 
         timer.cancel()
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR")
     assert build_extension() is False  # nowhere to build
+
+
+SMALL_START = """
+name: start
+search_space:
+  x: {type: float, low: 0.0, high: 1.0}
+  y: {type: float, low: 0.0, high: 1.0}
+objectives:
+  a: {goal: minimize}
+  b: {goal: minimize}
+budget: {max_trials: 20, parallelism: 6}
+trial: {script: /bin/true}
+optimizer: {initial_trials: 3, seed: 1}
+"""
+
+
+def test_a_failure_before_any_result_leaves_nothing_to_propose_until_one_is_in() -> None:
+    """`initial_trials` below `parallelism`: every slot starts a quasi-random trial, and
+    when one of them fails before any has a result, the model has nothing to fit.
+    The optimizer then proposes nothing (the loop asks again when another trial ends;
+    Ax raised DataRequiredError, which failed the experiment) and proposes from the
+    model once a result is in."""
+    opt = AxOptimizer(parse_spec(SMALL_START))
+    start = opt.generate(6)
+    assert len(start) == 6 and {c.method for c in start} <= {"CenterOfSearchSpace", "Sobol"}
+    opt.fail(start[0].index, "crashed")
+    assert opt.generate(1) == []
+    opt.complete(start[1].index, {"a": 0.3, "b": 0.6})
+    (model,) = opt.generate(1)
+    assert model.method == "MBM" and model.index == 6

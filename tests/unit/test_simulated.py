@@ -222,6 +222,56 @@ def test_the_loop_on_the_simulated_clock_repeats_its_trials_whatever_the_proposa
         assert sum(1 for _, _, s, e in a if s <= start < e) <= 4  # never more than 4 at once
 
 
+class WaitsForResults(ResultDrivenOptimizer):
+    """Two points first, then nothing until both results are in, as Ax's model step
+    waits for results of its quasi-random start (`strategies.MIN_OBSERVED_RESULTS`)."""
+
+    def __init__(self, delays: random.Random, log: list[str]) -> None:
+        super().__init__(delays, log)
+        self.results = 0
+
+    def complete(self, index: int, values: Mapping[str, float]) -> None:
+        super().complete(index, values)
+        self.results += 1
+
+    def generate(self, n: int) -> list[Candidate]:
+        if self.n >= 2 and self.results < 2:
+            self.log.append(f"generate {n}: none")
+            return []
+        return super().generate(2 if self.n == 0 else n)
+
+
+@pytest.mark.timeout(120)
+def test_an_optimizer_with_nothing_to_propose_is_asked_again_when_a_trial_ends(
+        tmp_path: Path, funcs: str) -> None:
+    """An empty proposal while trials run leaves the free slots idle, and the loop
+    asks again only once another trial has ended (not every tick: on the simulated
+    clock that would keep virtual time from moving at all)."""
+    spec = parse_spec(f"""
+name: waits
+search_space: {{x: {{type: float, low: 0, high: 1}}}}
+objectives: {{y: {{goal: minimize}}, z: {{goal: minimize}}}}
+budget: {{max_trials: 8, parallelism: 4}}
+trial: {{function: "{funcs}:square"}}
+runner: {{scheduler: simulated, cfg: {{seed: 5, median_seconds: 30}}}}
+""")
+    store = Store(f"sqlite:///{tmp_path}/waits.db", create=True)
+    exp = store.create_experiment("waits", spec_to_dict(spec), str(tmp_path / "waits"))
+    log: list[str] = []
+    gen = CandidateGenerator(lambda: WaitsForResults(random.Random(0), log))
+    summary = Orchestrator(store, exp, spec, get_runner("simulated", spec.runner.cfg), gen).run()
+    assert summary.status.value == "COMPLETED", summary.reason
+    trials = store.list_trials(exp.id)
+    assert len(trials) == 8 and all(t.status == TrialStatus.COMPLETED for t in trials)
+    empty = [i for i, line in enumerate(log) if line.endswith(": none")]
+    assert empty  # the loop did meet an optimizer with nothing to propose
+    for a, b in zip(empty, empty[1:]):  # one empty answer per trial that ended, at most
+        assert any(line.startswith("complete") for line in log[a:b]), log
+    starts = sorted(t.runner_metadata["simulated_start"] for t in trials)
+    ends = sorted(t.runner_metadata["simulated_end"] for t in trials)
+    assert starts[:2] == [0.0, 0.0] and starts[2] == ends[1]  # the other slots waited for the 2nd result
+
+
 def test_the_peers_event_loop_keeps_k_trials_running_and_tells_results_in_end_order() -> None:
     """benchmarks/parallel.py's `simulate` follows the simulated runner's rules: a free slot
     is refilled at once, results arrive in the order trials end, durations are the runner's."""
