@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from nasctl.errors import AlreadyExistsError
 from nasctl.server.supervisor import Supervisor
 from nasctl.spec import parse_spec
 from nasctl.types import ExperimentStatus, TrialStatus
@@ -35,3 +38,17 @@ def test_queued_experiments_wait_for_free_devices(tmp_path: Path) -> None:
     assert sup._devices_free(two)
     sup.close()
     store.close()
+
+
+def test_a_submission_whose_folder_holds_another_runs_trials_is_refused(tmp_path: Path) -> None:
+    """As `nasctl run`: trial folders of a run not in the database (deleted without
+    its files) would be read as the new experiment's own trials."""
+    (tmp_path / "runs" / "old" / "trials" / "trial_0000").mkdir(parents=True)
+    sup = Supervisor(f"sqlite:///{tmp_path / 's.db'}", str(tmp_path / "runs"), max_experiments=2, tick=3600)
+    sup.start()
+    with pytest.raises(AlreadyExistsError, match="holds trials of an earlier run"):
+        sup.submit(parse_spec(SPEC.format(name="old", gpu=0)))
+    assert sup.store.list_experiments() == []
+    assert sup.submit(parse_spec(SPEC.format(name="new", gpu=0))).status == ExperimentStatus.QUEUED
+    sup.close()
+    sup.store.close()
