@@ -60,7 +60,7 @@ services:
 test: install-test services
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy nasctl
-	$(PY) -m pytest -n 2 -m "not serial"
+	$(PY) -m pytest -n 2 --dist worksteal -m "not serial"
 	$(PY) -m pytest -m serial
 
 # On a machine with NVIDIA GPUs: the GPU tests (skipped elsewhere), then a small

@@ -91,7 +91,10 @@ def test_every_request_is_answered_and_unknown_pages_are_404(page: Any, server: 
     failed: list[str] = []
     outside: list[str] = []
     page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
-    page.on("requestfailed", lambda r: failed.append(f"failed {r.url}"))
+    # a request still in flight when the test goes to the next page is cancelled by the
+    # browser (net::ERR_ABORTED: the experiment page's poll for changes, under load)
+    page.on("requestfailed", lambda r: None if "ERR_ABORTED" in (r.failure or "") else failed.append(
+        f"failed {r.url}: {r.failure}"))
     page.route(lambda url: not url.startswith(server.base), lambda route: (outside.append(route.request.url), route.abort()))
     for path in ("/", f"/experiments/{polish}", "/experiments/tiny/trials/0", f"/experiments/{polish}/trials/2",
                  f"/experiments/{polish}/trials/17", f"/compare?names={polish}&names=polish-b"):
