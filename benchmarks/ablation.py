@@ -34,7 +34,10 @@ with the grid. Variants:
 - idle-wait: while the model waits for its results (min-observed-N), freed
   slots stay idle instead of getting quasi-random points;
 - start-N: a quasi-random start of N trials (`optimizer.initial_trials`; by
-  default 5, or the parallelism where that is larger);
+  default 5, or the parallelism where that is larger). The first request
+  still fills every free slot with quasi-random points (Ax counts the
+  start's trials only between requests), so below K it changes what
+  follows a failure, not the start;
 - a+b: the changes of a and of b (budget-20-1024+mc-64, no-numpy-boxes+no-single-candidate).
 
 With `--parallelism K` (K > 1) the optimizer is driven asynchronously on the
