@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster import require_slurm
+
 pytestmark = pytest.mark.e2e
 
 
 def test_a_node_set_down_under_running_trials_costs_at_most_one_checkpoint_interval(tmp_path: Path) -> None:
     from benchmarks import faults
 
+    require_slurm()
     assert faults.main(["--faults", "node-down", "--repeats", "1", "--epochs", "4", "--epoch-seconds", "2",
                         "--run-timeout", "300", "--out", str(tmp_path)]) == 0
     (run,) = json.loads((tmp_path / "faults.json").read_text())["runs"]
@@ -34,6 +37,7 @@ def test_a_trial_past_its_time_limit_is_warned_and_resumes_in_a_new_attempt(tmp_
     after a checkpoint, and the next attempt finishes from it."""
     from benchmarks import faults
 
+    require_slurm()
     assert faults.main(["--faults", "time-limit", "--repeats", "1", "--epoch-seconds", "2",
                         "--time-limit-seconds", "92", "--run-timeout", "400", "--out", str(tmp_path)]) == 0
     (run,) = json.loads((tmp_path / "faults.json").read_text())["runs"]
