@@ -3,6 +3,9 @@
 #
 #   scripts/slurm-local.sh up      install (apt) if needed, configure, start; idempotent
 #   scripts/slurm-local.sh status  exit 0 when the cluster answers sinfo and sacct
+#   scripts/slurm-local.sh ready   status, then resume nodes Slurm drained or set down on its
+#                                  own (a step that could not report its end while slurmctld
+#                                  was away: "Kill task failed") and wait until both are usable
 #   scripts/slurm-local.sh down    stop the daemons this script started (by their pid files)
 #   scripts/slurm-local.sh stop D.. stop some of them (munged slurmdbd slurmctld slurmd-node1
 #                                  slurmd-node2), as a fault; `up` starts them again, also
@@ -213,10 +216,17 @@ status() {
   exit 1
 }
 
+ready() {
+  healthy || die "not running (start it with scripts/slurm-local.sh up)"
+  wait_for 60 "the two slurmd nodes" nodes_ready
+  sinfo -N -o '%N %T %c %m'
+}
+
 case ${1:-} in
   up) up ;;
+  ready) ready ;;
   down) down ;;
   stop) shift; stop "$@" ;;
   status) status ;;
-  *) echo "usage: $0 up|down|status|stop DAEMON..." >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|ready|stop DAEMON..." >&2; exit 2 ;;
 esac

@@ -184,25 +184,31 @@ class ResultDrivenOptimizer:
         return out
 
 
-def _simulated_run(tmp_path: Path, funcs: str, name: str, delay_seed: int) -> tuple[list[Any], list[str], float]:
+def _simulated_run(tmp_path: Path, funcs: str, name: str, delay_seed: int, trials: int = 14,
+                   optimizer: type[ResultDrivenOptimizer] = ResultDrivenOptimizer,
+                   ) -> tuple[list[Any], list[str], float]:
+    """`trials` trials, 4 at once, of `optimizer` (its proposals delayed by real times
+    drawn with `delay_seed`) through the loop on the simulated clock; every trial
+    must complete. Returns (index, parameters, simulated start, simulated end) of
+    each trial, the optimizer's log and the run's elapsed (virtual) time."""
     spec = parse_spec(f"""
 name: {name}
 search_space: {{x: {{type: float, low: 0, high: 1}}}}
 objectives: {{y: {{goal: minimize}}, z: {{goal: minimize}}}}
-budget: {{max_trials: 14, parallelism: 4}}
+budget: {{max_trials: {trials}, parallelism: 4}}
 trial: {{function: "{funcs}:square"}}
 runner: {{scheduler: simulated, cfg: {{seed: 5, median_seconds: 30}}}}
 """)
     store = Store(f"sqlite:///{tmp_path}/{name}.db", create=True)
     exp = store.create_experiment(name, spec_to_dict(spec), str(tmp_path / name))
     log: list[str] = []
-    gen = CandidateGenerator(lambda: ResultDrivenOptimizer(random.Random(delay_seed), log))
+    gen = CandidateGenerator(lambda: optimizer(random.Random(delay_seed), log))
     summary = Orchestrator(store, exp, spec, get_runner("simulated", spec.runner.cfg), gen).run()
     assert summary.status.value == "COMPLETED", summary.reason
-    trials = [(t.index, t.parameters, t.runner_metadata["simulated_start"], t.runner_metadata["simulated_end"])
-              for t in store.list_trials(exp.id)]
-    assert all(t.status == TrialStatus.COMPLETED for t in store.list_trials(exp.id))
-    return trials, log, summary.elapsed
+    done = store.list_trials(exp.id)
+    assert len(done) == trials and all(t.status == TrialStatus.COMPLETED for t in done)
+    return ([(t.index, t.parameters, t.runner_metadata["simulated_start"], t.runner_metadata["simulated_end"])
+             for t in done], log, summary.elapsed)
 
 
 def test_the_loop_on_the_simulated_clock_repeats_its_trials_whatever_the_proposals_take(
@@ -247,28 +253,13 @@ def test_an_optimizer_with_nothing_to_propose_is_asked_again_when_a_trial_ends(
     """An empty proposal while trials run leaves the free slots idle, and the loop
     asks again only once another trial has ended (not every tick: on the simulated
     clock that would keep virtual time from moving at all)."""
-    spec = parse_spec(f"""
-name: waits
-search_space: {{x: {{type: float, low: 0, high: 1}}}}
-objectives: {{y: {{goal: minimize}}, z: {{goal: minimize}}}}
-budget: {{max_trials: 8, parallelism: 4}}
-trial: {{function: "{funcs}:square"}}
-runner: {{scheduler: simulated, cfg: {{seed: 5, median_seconds: 30}}}}
-""")
-    store = Store(f"sqlite:///{tmp_path}/waits.db", create=True)
-    exp = store.create_experiment("waits", spec_to_dict(spec), str(tmp_path / "waits"))
-    log: list[str] = []
-    gen = CandidateGenerator(lambda: WaitsForResults(random.Random(0), log))
-    summary = Orchestrator(store, exp, spec, get_runner("simulated", spec.runner.cfg), gen).run()
-    assert summary.status.value == "COMPLETED", summary.reason
-    trials = store.list_trials(exp.id)
-    assert len(trials) == 8 and all(t.status == TrialStatus.COMPLETED for t in trials)
+    trials, log, _ = _simulated_run(tmp_path, funcs, "waits", delay_seed=0, trials=8, optimizer=WaitsForResults)
     empty = [i for i, line in enumerate(log) if line.endswith(": none")]
     assert empty  # the loop did meet an optimizer with nothing to propose
     for a, b in zip(empty, empty[1:]):  # one empty answer per trial that ended, at most
         assert any(line.startswith("complete") for line in log[a:b]), log
-    starts = sorted(t.runner_metadata["simulated_start"] for t in trials)
-    ends = sorted(t.runner_metadata["simulated_end"] for t in trials)
+    starts = sorted(start for _, _, start, _ in trials)
+    ends = sorted(end for _, _, _, end in trials)
     assert starts[:2] == [0.0, 0.0] and starts[2] == ends[1]  # the other slots waited for the 2nd result
 
 
