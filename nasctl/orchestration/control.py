@@ -151,7 +151,7 @@ def start_experiment(
     return _drive(store, exp, spec, on_progress, poll_interval, lookahead=lookahead)
 
 
-def check_work_dir_free(store: Store, work_dir: str, name: str) -> None:
+def check_work_dir_free(store: Store, work_dir: str, name: str, elsewhere: str | None = None) -> None:
     """A new experiment's folder must hold no trials but its own.
 
     A renamed experiment keeps its folder: a new experiment under its old name must
@@ -159,24 +159,24 @@ def check_work_dir_free(store: Store, work_dir: str, name: str) -> None:
     database deleted, or `nasctl rm` without --files) would be taken for the new
     run's own: their launch and exit records and TensorBoard files sit where the
     new trials' go, so the new trials would end at once with the old results.
+    `elsewhere`: how the caller's user puts the new experiment's files in another
+    folder (by default `nasctl run`'s flags).
 
     Raises:
         AlreadyExistsError: either case, naming the folder and the way out.
     """
     from nasctl.store.manage import work_dir_users
 
+    elsewhere = elsewhere or f"pass --workdir DIR, or start {name} under another --name"
     users = work_dir_users(store, work_dir)
     if users:
-        raise AlreadyExistsError(
-            f"the trial directory {work_dir} belongs to experiment {users[0]!r}",
-            f"pass --workdir DIR to put {name}'s files elsewhere",
-        )
+        raise AlreadyExistsError(f"the trial directory {work_dir} belongs to experiment {users[0]!r}", elsewhere)
     trials = Path(work_dir, "trials")
     if trials.is_dir() and any(trials.iterdir()):
         raise AlreadyExistsError(
             f"the trial directory {work_dir} holds trials of an earlier run that is not in {store.display_url}"
             " (a new run would take their results for its own)",
-            f"delete that folder, start {name} under another --name, or pass --workdir DIR",
+            f"delete that folder, or {elsewhere}",
         )
 
 

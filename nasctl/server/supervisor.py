@@ -224,7 +224,8 @@ class Supervisor:
             raise AlreadyExistsError(f"experiment {spec.name!r} already exists in {self.store.display_url}",
                                      "pick another name (--name), or resume it from the dashboard")
         work_dir = str(Path(self.work_root, spec.name))
-        control.check_work_dir_free(self.store, str(Path(work_dir).resolve()), spec.name)
+        control.check_work_dir_free(self.store, str(Path(work_dir).resolve()), spec.name,
+                                    elsewhere="submit it under another name (its files go to a folder of that name)")
         exp = self.store.create_experiment(spec.name, spec_to_dict(spec), work_dir)
         self.store.set_experiment_status(exp.id, ExperimentStatus.QUEUED, "submitted to the service")
         return self.store.get_experiment(spec.name)

@@ -46,8 +46,9 @@ def test_a_submission_whose_folder_holds_another_runs_trials_is_refused(tmp_path
     (tmp_path / "runs" / "old" / "trials" / "trial_0000").mkdir(parents=True)
     sup = Supervisor(f"sqlite:///{tmp_path / 's.db'}", str(tmp_path / "runs"), max_experiments=2, tick=3600)
     sup.start()
-    with pytest.raises(AlreadyExistsError, match="holds trials of an earlier run"):
+    with pytest.raises(AlreadyExistsError, match="holds trials of an earlier run") as refused:
         sup.submit(parse_spec(SPEC.format(name="old", gpu=0)))
+    assert "under another name" in (refused.value.hint or "") and "--" not in (refused.value.hint or "")  # no CLI flag
     assert sup.store.list_experiments() == []
     assert sup.submit(parse_spec(SPEC.format(name="new", gpu=0))).status == ExperimentStatus.QUEUED
     sup.close()
