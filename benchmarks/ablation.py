@@ -91,6 +91,17 @@ SPEC = "spec"
 """The "module" of a variant's change to the spec's `optimizer` section (`variant_spec`)."""
 
 
+def stock_strategy(spec: Any, method: str, device: str | None) -> Any:
+    """Ax's default generation strategy (what `Client` chooses when given none),
+    seeded by the spec's seed: none of nasctl's settings (transforms, acquisition,
+    budgets, GP fits, the model's start) but still nasctl's optimizer around it."""
+    from ax.api.utils.generation_strategy_dispatch import choose_generation_strategy
+    from ax.api.utils.structs import GenerationStrategyDispatchStruct
+
+    return choose_generation_strategy(
+        GenerationStrategyDispatchStruct(initialization_random_seed=spec.optimizer.seed, torch_device=device))
+
+
 def parse_variant(name: str) -> list[tuple[str, str, Any]]:
     """The settings variant `name` changes: (module of nasctl.optimizer, attribute,
     new value). Nothing is imported here, so names are checked before any run starts.
@@ -106,6 +117,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],
         "one-hot": [("methods", "categorical_parameters", lambda *_: [])],
         "idle-wait": [("strategies", "FILL_WHILE_WAITING", False)],
+        "stock-strategy": [("ax_optimizer", "build_strategy", stock_strategy)],
     }
     if name in fixed:
         return fixed[name]

@@ -98,3 +98,29 @@ def test_the_fault_benchmark_refuses_bad_arguments_before_any_run(
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err.splitlines()[-1]
     assert not (tmp_path / "out").exists()  # nothing ran, nothing was written
+
+
+def test_the_stock_strategy_variant_is_axs_default_seeded_by_the_spec() -> None:
+    """`stock-strategy` swaps nasctl's generation strategy for the one Ax's `Client`
+    chooses when given none: none of nasctl's generator settings, the spec's seed."""
+    from benchmarks.ablation import parse_variant, stock_strategy
+    from nasctl.spec import parse_spec
+
+    ((module, attribute, build),) = parse_variant("stock-strategy")
+    assert (module, attribute, build) == ("ax_optimizer", "build_strategy", stock_strategy)
+    spec = parse_spec("""
+name: s
+search_space: {x: {type: float, low: 0, high: 1}}
+objectives: {y: {goal: minimize}, z: {goal: minimize}}
+budget: {max_trials: 10}
+trial: {script: /bin/true}
+optimizer: {seed: 7}
+""")
+    gs = build(spec, "botorch", None)
+    specs = [g for node in gs.nodes_by_name.values() for g in node.generator_specs]
+    model = [g for g in specs if g.generator_enum.value == "BoTorch"]
+    sobol = [g for g in specs if g.generator_enum.value == "Sobol"]
+    assert model and sobol
+    assert all("acquisition_class" not in g.generator_kwargs and "transforms" not in g.generator_kwargs
+               for g in model)
+    assert all(g.generator_kwargs.get("seed") == 7 for g in sobol)
