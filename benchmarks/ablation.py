@@ -31,6 +31,10 @@ with the grid. Variants:
   `strategies.MIN_OBSERVED_RESULTS`: 1, the model from the first result);
   meaningful with --parallelism, where
   the quasi-random start is spent before its results are in;
+- botorch-retry: BoTorch's second optimisation of a continuous space's
+  acquisition after a restart warns (`strategies.RETRY_ON_OPTIMIZATION_WARNING`);
+- stock-strategy: Ax's default generation strategy (what `Client` chooses when
+  given none) inside nasctl's optimizer: none of nasctl's generator settings;
 - idle-wait: while the model waits for its results (min-observed-N), freed
   slots stay idle instead of getting quasi-random points;
 - start-N: a quasi-random start of N trials (`optimizer.initial_trials`; by
@@ -118,6 +122,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "one-hot": [("methods", "categorical_parameters", lambda *_: [])],
         "idle-wait": [("strategies", "FILL_WHILE_WAITING", False)],
         "stock-strategy": [("ax_optimizer", "build_strategy", stock_strategy)],
+        "botorch-retry": [("strategies", "RETRY_ON_OPTIMIZATION_WARNING", True)],
     }
     if name in fixed:
         return fixed[name]

@@ -67,6 +67,7 @@ def test_the_ablation_variants_at_parallelism() -> None:
     from benchmarks.ablation import parse_variant
 
     assert parse_variant("min-observed-5") == [("strategies", "MIN_OBSERVED_RESULTS", 5)]
+    assert parse_variant("botorch-retry") == [("strategies", "RETRY_ON_OPTIMIZATION_WARNING", True)]
     for bad in ("min-observed-0", "min-observed-x"):
         with pytest.raises(ValueError, match="min-observed-N"):
             parse_variant(bad)
