@@ -53,15 +53,15 @@ services:
 	@[ -x /usr/bin/chromium ] || { apt-get update -qq && apt-get install -y -qq chromium; }
 	scripts/slurm-local.sh up
 
-# The structure first (import layers, types: seconds), then two pytest-xdist
-# workers (most tests wait on trial processes, not the CPU), then the tests
-# marked `serial`, which need a shared service to themselves (PostgreSQL
-# restarts, the local Slurm cluster).
+# The structure first (import layers, types: seconds), then the tests
+# (scripts/test-suite.sh): two pytest-xdist workers (most tests wait on trial
+# processes, not the CPU) with the local Slurm cluster's tests (marked
+# `cluster`) in a process beside them, then the tests marked `serial`, which
+# restart the PostgreSQL server every other test uses.
 test: install-test services
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy nasctl
-	$(PY) -m pytest -n 2 --dist worksteal -m "not serial"
-	$(PY) -m pytest -m serial
+	PY=$(PY) scripts/test-suite.sh
 
 # On a machine with NVIDIA GPUs: the GPU tests (skipped elsewhere), then a small
 # real NAS per precision with a table of latency, accuracy, memory and throughput.

@@ -22,6 +22,7 @@ of the first n results, and `end[n-1]` the simulated second the n-th arrived.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import tempfile
 import time
@@ -251,6 +252,31 @@ def report(results: list[dict[str, Any]], problems: list[str], methods: list[str
                 cells.append(f"{statistics.median(cpu):.2f}" if cpu else "-")
                 lines.append(f"| {m} | {k} | {len(mr)} | " + " | ".join(cells) + " |")
         lines.append("")
+    return "\n".join(lines)
+
+
+def paired(results: list[dict[str, Any]], problems: list[str], base: str, other: str,
+           checkpoints: tuple[int, ...]) -> str:
+    """`other` against `base`, seed by seed (only seeds both have), per problem, K and
+    checkpoint: both means, on how many seeds `other` is better / worse, and the mean
+    difference with its standard error."""
+    lines = [f"| problem | K, at | seeds | {base} | {other} | {other} better / worse | difference (standard error) |",
+             "|---|---|---|---|---|---|---|"]
+    for pname in problems:
+        for k in sorted({r["parallelism"] for r in results if r["problem"] == pname}):
+            by = {m: {r["seed"]: r for r in results if r["problem"] == pname and r["parallelism"] == k
+                      and r["method"] == m} for m in (base, other)}
+            seeds = sorted(set(by[base]) & set(by[other]))
+            for c in checkpoints:
+                pairs = [(by[base][s]["hv"][c - 1], by[other][s]["hv"][c - 1]) for s in seeds
+                         if len(by[base][s]["hv"]) >= c and len(by[other][s]["hv"]) >= c]
+                if not pairs:
+                    continue
+                diffs = [o - b for b, o in pairs]
+                se = f" ({statistics.stdev(diffs) / math.sqrt(len(diffs)):.4f})" if len(diffs) > 1 else ""
+                lines.append(f"| {pname} | {k}, HV@{c} | {len(pairs)} | {statistics.fmean(b for b, _ in pairs):.3f} "
+                             f"| {statistics.fmean(o for _, o in pairs):.3f} | {sum(d > 1e-12 for d in diffs)} / "
+                             f"{sum(d < -1e-12 for d in diffs)} | {statistics.fmean(diffs):+.4f}{se} |")
     return "\n".join(lines)
 
 

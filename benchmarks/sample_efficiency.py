@@ -432,6 +432,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="continue stored shorter stock-Ax runs to --budget (their trials are attached to a "
                          "fresh Client) instead of starting them over")
     ap.add_argument("--report", action="store_true", help="only print the table and plots from stored results")
+    ap.add_argument("--paired", type=argtypes.names(METHODS + [m for m in parallel.NASCTL_VARIANTS if m not in METHODS]),
+                    default=None, metavar="BASE,OTHER",
+                    help="with --parallelism: also compare OTHER with BASE seed by seed (seeds both have) at every "
+                         "checkpoint")
     ap.add_argument("--from-longer", type=Path, default=None, metavar="DIR",
                     help="take the runs of --methods at --parallelism from longer runs of the same seeds under "
                          "DIR/k<K>/ (their first --budget proposals: benchmarks/parallel.py, `first_proposed`) "
@@ -442,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
                          "`from_sequential`)")
     ap.add_argument("--one", nargs=3, metavar=("PROBLEM", "METHOD", "SEED"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.paired is not None and (a.parallelism is None or len(a.paired) != 2):
+        ap.error("--paired takes two methods, BASE,OTHER, and runs on the simulated clock: pass --parallelism")
     if a.parallelism is not None and a.extend:
         ap.error("--extend continues parallelism-1 stock-Ax runs only: leave out --parallelism")
     if a.from_longer is not None:
@@ -463,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.parallelism is not None:
         return _main_parallel(a.problems, a.methods, a.seeds, a.budget, a.out or DEFAULT_PARALLEL_OUT, a.jobs,
-                              a.parallelism, a.report)
+                              a.parallelism, a.report, a.paired)
     a.out = a.out or DEFAULT_OUT
     problems, methods = a.problems, a.methods
     failed = 0
@@ -526,7 +532,7 @@ def _import_sequential(problems: list[str], methods: list[str], seeds: list[int]
 
 
 def _main_parallel(problems: list[str], methods: list[str], seeds: list[int], budget: int, out: Path, jobs: int,
-                   ks: list[int], only_report: bool) -> int:
+                   ks: list[int], only_report: bool, pair: list[str] | None = None) -> int:
     failed = 0
     if not only_report:
         for k in ks:
@@ -535,6 +541,10 @@ def _main_parallel(problems: list[str], methods: list[str], seeds: list[int], bu
     print(parallel.report(results, problems, methods, tuple(c for c in CHECKPOINTS if c <= budget) or (budget,)))
     if budget >= parallel.TARGET_TRIALS:
         print(parallel.targets(results, problems))
+    if pair:
+        print()
+        print(parallel.paired(results, problems, pair[0], pair[1],
+                              tuple(c for c in CHECKPOINTS if c <= budget) or (budget,)))
     if 1 in ks and any(k > 1 for k in ks):
         # the time to K = 1's hypervolume from the longer runs where there are some
         # (<out>_long/k<K>/, e.g. 64-trial runs at K = 16), else from these

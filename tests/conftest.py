@@ -79,17 +79,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-# Parallel runs (`make test`: two pytest-xdist workers). Tests that need a shared
-# service to themselves are marked `serial` and run after the rest, in one process,
-# in file order: those that restart PostgreSQL (marked in their files), and every
-# test of the local Slurm cluster, whose two nodes hold a few jobs at a time and
-# whose daemons some tests stop. (pytest-xdist's `--dist loadgroup` cannot keep a
-# group in one worker under pytest 9: it renames node ids through an attribute
-# pytest 9 no longer reads.)
-_SERIAL = ("tests/e2e/test_slurm", "tests/unit/test_runner_contract.py")
+# Parallel runs (`make test`, scripts/test-suite.sh: two pytest-xdist workers).
+# Every test of the local Slurm cluster is marked `cluster`: its two nodes hold a
+# few jobs at a time and some tests stop its daemons, so they run in one process
+# of their own, in file order, beside the rest (no other test touches the
+# cluster). Tests that restart PostgreSQL are marked `serial` in their files and
+# run alone after the rest. (pytest-xdist's `--dist loadgroup` cannot keep a group
+# in one worker under pytest 9: it renames node ids through an attribute pytest 9
+# no longer reads.)
+_CLUSTER = ("tests/e2e/test_slurm", "tests/unit/test_runner_contract.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.relative_to(ROOT).as_posix().startswith(_SERIAL):
-            item.add_marker(pytest.mark.serial)
+        if item.path.relative_to(ROOT).as_posix().startswith(_CLUSTER):
+            item.add_marker(pytest.mark.cluster)

@@ -55,6 +55,8 @@ def test_a_command_refuses_them_with_exit_code_2(capsys: pytest.CaptureFixture[s
                           (["--seeds", "9-0"], "argument --seeds: '9-0' is not a seed range"),
                           (["--methods", "nasctl-ahead0"], "nasctl-ahead0 run on the simulated clock only: pass "
                                                            "--parallelism"),
+                          (["--paired", "nasctl"], "--paired takes two methods, BASE,OTHER, and runs on the "
+                                                   "simulated clock: pass --parallelism"),
                           (["--from-sequential", "--parallelism", "4"],
                            "--from-sequential makes parallelism-1 results only: pass --parallelism 1")):
         with pytest.raises(SystemExit) as exit_:

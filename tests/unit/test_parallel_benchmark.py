@@ -85,3 +85,16 @@ def test_time_to_reach_a_hypervolume() -> None:
     assert parallel.time_to_reach(res, 0.2) == 20.0
     assert parallel.time_to_reach(res, 0.5) == 40.0
     assert parallel.time_to_reach(res, 0.6) is None
+
+
+def test_paired_compares_seed_by_seed_on_the_seeds_both_have() -> None:
+    def run(method: str, seed: int, hv: list[float]) -> dict[str, Any]:
+        return {"problem": "dtlz2", "parallelism": 4, "method": method, "seed": seed, "hv": hv}
+
+    results = [run("a", 0, [0.1, 0.5]), run("a", 1, [0.2, 0.4]), run("a", 2, [0.9, 0.9]),
+               run("b", 0, [0.1, 0.7]), run("b", 1, [0.3, 0.3])]  # b has no seed 2: left out
+    rows = parallel.paired(results, ["dtlz2"], "a", "b", (1, 2)).splitlines()
+    assert rows[2] == "| dtlz2 | 4, HV@1 | 2 | 0.150 | 0.200 | 1 / 0 | +0.0500 (0.0500) |"
+    # differences +0.2 and -0.1: mean +0.05, standard error sd / sqrt(2) = 0.2121 / 1.414
+    assert rows[3] == "| dtlz2 | 4, HV@2 | 2 | 0.450 | 0.500 | 1 / 1 | +0.0500 (0.1500) |"
+    assert len(rows) == 4
