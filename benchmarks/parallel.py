@@ -100,12 +100,14 @@ def simulate(problem: Problem, ask: Ask, tell: Tell, seed: int, budget: int, par
 NASCTL_VARIANTS: dict[str, dict[str, Any]] = {
     "nasctl": {},
     "nasctl-ahead0": {"lookahead": 0},
+    "nasctl-ahead1": {"lookahead": 1},
 }
 """nasctl as shipped, and ablations of what it does at parallelism (keyword arguments of
 `run_nasctl`): "nasctl-ahead0" keeps no candidate generated ahead of the free slots,
-so a freed slot waits for a proposal that has seen its result (the shipped rule of
-nasctl/orchestration/proposals.py keeps one ahead on this clock; at K = 1 neither
-keeps any)."""
+so a freed slot waits for a proposal that has seen its result (what the shipped rule
+of nasctl/orchestration/proposals.py does on this clock, where a proposal takes no
+time); "nasctl-ahead1" keeps one ahead once the first result is in (the rule before,
+whose minimum was one). At K = 1 nasctl keeps none."""
 
 
 def run_nasctl(problem: Problem, seed: int, budget: int, parallelism: int,

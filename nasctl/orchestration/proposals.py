@@ -1,14 +1,16 @@
 """Proposals: asking the optimizer for candidates and recording them write-ahead.
 
 Candidate generation runs on the generator's worker thread, so the loop keeps
-polling and dispatching while the model fits. With more than one worker the
-loop keeps candidates generated ahead of the free slots, so a slot that frees
-is refilled in the same tick instead of waiting for a model fit; an ahead
-candidate was chosen with every running trial as a pending point, and the next
-one is asked for right after, with the finished trial's result. How many it
-keeps ahead (`lookahead`) covers the slots expected to free while the next
-proposal is computed: one while proposals are quick next to trials, more (up to
-`parallelism`, asked for in one batch) when they are not. An optimizer that
+polling and dispatching while the model fits. With more than one worker, and
+proposals that are long next to trials, the loop keeps candidates generated
+ahead of the free slots, so a slot that frees is refilled in the same tick
+instead of waiting for a model fit; an ahead candidate was chosen with every
+running trial as a pending point, and the next one is asked for right after,
+with the finished trial's result. How many it keeps ahead (`lookahead`) covers
+the slots expected to free while the next proposal is computed, up to
+`parallelism`, asked for in one batch. While a proposal is short next to a
+trial (a second against minutes) it keeps none: a freed slot waits that second
+for a proposal that has seen its result. An optimizer that
 answers with no candidate (its model waits for a result) is asked again only
 once another trial has ended.
 """
@@ -31,21 +33,30 @@ from nasctl.store import Store, queries
 from nasctl.types import ExperimentRecord, TrialRecord, TrialStatus
 
 
+IDLE_SHARE = 0.05
+"""The look-ahead keeps no candidate ahead while one proposal takes at most this share
+of the median trial: a freed slot then waits for a proposal that has seen its
+result, which costs that slot at most this share of its time."""
+
+
 def lookahead(parallelism: int, completed: int, fixed: int | None, last_proposal_seconds: float | None,
               durations: Sequence[float]) -> int:
     """How many candidates to keep generated beyond the free slots.
 
     None before the first result (an extra candidate could only be quasi-random)
     and with one worker (every proposal should see the result of the trial before
-    it: sequential optimisation); otherwise `fixed` where given, else enough to
-    cover the slots expected to free during the next proposal,
-    ceil(last proposal's seconds x parallelism / median trial seconds), between 1
-    and `parallelism`.
+    it: sequential optimisation); otherwise `fixed` where given. Else none while
+    the last proposal took at most IDLE_SHARE of the median trial (trials of
+    minutes to hours, proposals of a second or two): a freed slot waits that long
+    for a proposal that has seen its result, instead of taking a candidate chosen
+    with that trial still pending. With longer proposals, enough to cover the
+    slots expected to free during the next one, ceil(last proposal's seconds x
+    parallelism / median trial seconds), between 1 and `parallelism`.
 
-    Keeping none ahead while proposals are short (so that a freed slot waits for
-    a proposal that has seen its result) was measured against this on the
-    simulated clock at parallelism 4 and 16, and was not better
-    (docs/benchmarks.md, "Sample efficiency at parallelism").
+    On the simulated clock (proposals cost no time) that is none: keeping none
+    ahead against one, 20 seeds on each of the six benchmark problems at
+    parallelism 4 and 16, is in docs/benchmarks.md ("Sample efficiency at
+    parallelism").
     """
     if not completed:
         return 0
@@ -56,6 +67,8 @@ def lookahead(parallelism: int, completed: int, fixed: int | None, last_proposal
     if last_proposal_seconds is None or not durations:
         return 1
     trial = statistics.median(durations)
+    if last_proposal_seconds <= IDLE_SHARE * trial:
+        return 0
     need = math.ceil(last_proposal_seconds * parallelism / max(trial, 1e-3))
     return max(1, min(parallelism, need))
 

@@ -151,25 +151,39 @@ def _event_id(store: Store, exp_id: int, kind: str, index: int) -> int:
     return next(e.id for e in store.events(exp_id) if e.kind == kind and e.trial_index == index)
 
 
-def test_one_candidate_is_kept_ahead_with_parallel_workers(tmp_path: Path) -> None:
-    # trial 1 sleeps while 0 and 2 end at once: once the first result is in, the
-    # loop asks for one candidate more than the free slots, so trial 3 is
+def test_one_candidate_is_kept_ahead_while_proposals_are_long_next_to_trials(tmp_path: Path) -> None:
+    # trial 1 sleeps while 0 and 2 end at once; a proposal takes 0.5 s, well over
+    # IDLE_SHARE of a trial of a few seconds at most: once the first result is in,
+    # the loop asks for one candidate more than the free slots, so trial 3 is
     # recorded before any slot is free for it and starts the moment one frees
-    store, exp_id = _run_sleepy(tmp_path, 2, [0.0, 5.0, 0.0, 0.0])
+    store, exp_id = _run_sleepy(tmp_path, 2, [0.0, 5.0, 0.0, 0.0], delay=0.5)
     assert _event_id(store, exp_id, "candidate", 3) < _event_id(store, exp_id, "finished", 2)
     # never more than the free slots before the first result
     assert _event_id(store, exp_id, "candidate", 2) > _event_id(store, exp_id, "finished", 0)
 
 
+def test_no_candidate_ahead_while_proposals_are_short_next_to_trials(tmp_path: Path) -> None:
+    # proposals of milliseconds against trials of a second and more: a freed slot
+    # waits for a proposal made after its trial's result, so trial 3 is proposed
+    # only once trial 2 has ended, and trial 2 only once trial 0 has
+    store, exp_id = _run_sleepy(tmp_path, 2, [1.0, 5.0, 1.0, 0.0])
+    assert _event_id(store, exp_id, "candidate", 2) > _event_id(store, exp_id, "finished", 0)
+    assert _event_id(store, exp_id, "candidate", 3) > _event_id(store, exp_id, "finished", 2)
+
+
 def test_the_lookahead_rule() -> None:
-    from nasctl.orchestration.proposals import lookahead
+    from nasctl.orchestration.proposals import IDLE_SHARE, lookahead
 
     assert lookahead(4, 0, None, 30.0, []) == 0  # no result yet: nothing but quasi-random to propose
     assert lookahead(1, 5, None, 30.0, [60.0]) == 0  # one worker: sequential
     assert lookahead(4, 5, 2, 0.0, [60.0]) == 2  # fixed
-    # proposals short next to trials: one ahead; long: enough for the slots that free meanwhile
-    assert lookahead(4, 5, None, 1.0, [60.0, 50.0, 70.0]) == 1
-    assert lookahead(4, 5, None, 0.0, [60.0]) == 1
+    # proposals short next to trials: none ahead (a freed slot waits for a proposal
+    # that has seen its result); longer: enough for the slots that free meanwhile
+    assert lookahead(4, 5, None, 1.0, [60.0, 50.0, 70.0]) == 0
+    assert lookahead(16, 5, None, 0.0, [60.0]) == 0
+    assert lookahead(4, 5, None, IDLE_SHARE * 60.0, [60.0]) == 0
+    assert lookahead(4, 5, None, 3.1, [60.0]) == 1  # just over IDLE_SHARE: at least one
+    assert lookahead(4, 5, None, 1.0, []) == 1  # no trial has a duration yet: one, to be safe
     assert lookahead(2, 5, None, 1.5, [1.0]) == 2
     assert lookahead(4, 5, None, 9.0, [1.0]) == 4
 

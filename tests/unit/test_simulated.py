@@ -144,8 +144,8 @@ def test_the_virtual_clock_moves_only_when_the_loop_has_nothing_to_do() -> None:
     clock.wait(wake, 5.0, busy=False)
     assert moves == [0.0]
     assert clock.cost(3.0) == 0.0 and REAL_CLOCK.cost(3.0) == 3.0
-    # the look-ahead on this clock: a proposal takes no time, so one candidate ahead
-    assert lookahead(4, 3, None, clock.cost(9.0), [1.0]) == 1 and lookahead(4, 3, None, 9.0, [1.0]) == 4
+    # the look-ahead on this clock: a proposal takes no time, so none ahead
+    assert lookahead(4, 3, None, clock.cost(9.0), [1.0]) == 0 and lookahead(4, 3, None, 9.0, [1.0]) == 4
 
 
 class ResultDrivenOptimizer:
