@@ -189,9 +189,12 @@ def _not_sqlite(e: BaseException | None) -> bool:
 
 def _set_sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
+    # the wait for a lock first: switching a database to WAL takes a lock, and another
+    # process opening it, or running a transaction on a database not yet in WAL mode,
+    # would otherwise fail it after sqlite3's own 5 s
+    cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import sqlite3
+import threading
+import time
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -187,6 +190,27 @@ def test_sqlite_uses_wal(sqlite_url: str) -> None:
     with store.engine.connect() as c:
         assert c.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert c.execute(text("PRAGMA foreign_keys")).scalar() == 1
+
+
+def test_opening_waits_for_another_connections_lock(tmp_path: Path) -> None:
+    """A database that another process holds locked (a reader of `nasctl status` or the
+    dashboard while a run creates it; a database not yet in WAL mode) is waited for, up
+    to the store's busy timeout, not refused after sqlite3's own 5 s."""
+    path = tmp_path / "locked.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE held (i INTEGER)")  # a database in the default rollback-journal mode
+    other.execute("BEGIN EXCLUSIVE")
+    timer = threading.Timer(6.0, lambda: other.execute("COMMIT"))
+    timer.start()
+    try:
+        started = time.monotonic()
+        store = Store(f"sqlite:///{path}", create=True)
+        assert time.monotonic() - started >= 5.5  # it did wait for the lock
+        with store.engine.connect() as c:
+            assert c.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    finally:
+        timer.join()
+        other.close()
 
 
 def _same_time(a: datetime | None, b: datetime | None) -> bool:
