@@ -538,13 +538,13 @@ def _main_parallel(problems: list[str], methods: list[str], seeds: list[int], bu
         for k in ks:
             failed += run_grid(problems, methods, seeds, budget, out / f"k{k}", jobs, parallelism=k)
     results = [r for k in ks for r in load_results(out / f"k{k}")]
-    print(parallel.report(results, problems, methods, tuple(c for c in CHECKPOINTS if c <= budget) or (budget,)))
+    checkpoints = tuple(c for c in CHECKPOINTS if c <= budget) or (budget,)
+    print(parallel.report(results, problems, methods, checkpoints))
     if budget >= parallel.TARGET_TRIALS:
         print(parallel.targets(results, problems))
     if pair:
         print()
-        print(parallel.paired(results, problems, pair[0], pair[1],
-                              tuple(c for c in CHECKPOINTS if c <= budget) or (budget,)))
+        print(parallel.paired(results, problems, pair[0], pair[1], checkpoints))
     if 1 in ks and any(k > 1 for k in ks):
         # the time to K = 1's hypervolume from the longer runs where there are some
         # (<out>_long/k<K>/, e.g. 64-trial runs at K = 16), else from these

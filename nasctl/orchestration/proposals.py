@@ -54,8 +54,8 @@ def lookahead(parallelism: int, completed: int, fixed: int | None, last_proposal
     parallelism / median trial seconds), between 1 and `parallelism`.
 
     On the simulated clock (proposals cost no time) that is none: keeping none
-    ahead against one, 20 seeds on each of the six benchmark problems at
-    parallelism 4 and 16, is in docs/benchmarks.md ("Sample efficiency at
+    ahead against one, on the six benchmark problems at parallelism 4 (12 seeds)
+    and 16 (20 seeds), is in docs/benchmarks.md ("Sample efficiency at
     parallelism").
     """
     if not completed:
