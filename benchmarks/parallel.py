@@ -26,7 +26,7 @@ import math
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from benchmarks.problems import Problem, hv_trace
@@ -293,13 +293,26 @@ def _hv_at(rows: list[dict[str, Any]], n: int) -> list[float]:
     return [r["hv"][n - 1] for r in rows if len(r["hv"]) >= n]
 
 
+def difference(mine: Sequence[float], other: Sequence[float]) -> tuple[float, float | None]:
+    """Mean of `mine` minus mean of `other` (independent runs), and the standard error
+    of that difference (Welch's: sqrt(var1/n1 + var2/n2)); None with fewer than two
+    runs on either side."""
+    diff = statistics.fmean(mine) - statistics.fmean(other)
+    if len(mine) < 2 or len(other) < 2:
+        return diff, None
+    return diff, math.sqrt(statistics.variance(mine) / len(mine) + statistics.variance(other) / len(other))
+
+
 def targets(results: list[dict[str, Any]], problems: list[str], n: int = TARGET_TRIALS) -> str:
     """Per problem and K: nasctl's mean HV@n, its share of its own at K = 1, the best peer
-    (mean ± sd) and whether nasctl is best or within one sd of it; then the counts."""
-    lines = [f"| problem | K | nasctl HV@{n} | share of K = 1 | best peer HV@{n} | nasctl |",
-             "|---|---|---|---|---|---|"]
+    (mean ± sd), nasctl's mean minus the best peer's with the standard error of that
+    difference (`difference`), and whether nasctl is best or within one sd of it; then
+    the counts, with how often a peer is ahead by more than two standard errors."""
+    lines = [f"| problem | K | nasctl HV@{n} | share of K = 1 | best peer HV@{n} | difference (standard error) "
+             "| nasctl |", "|---|---|---|---|---|---|---|"]
     best_count: dict[int, int] = {}
     within_count: dict[int, int] = {}
+    clear_count: dict[int, int] = {}  # no peer ahead by more than two standard errors
     retention_ok: dict[int, int] = {}
     probs_per_k: dict[int, int] = {}
     for pname in problems:
@@ -318,21 +331,25 @@ def targets(results: list[dict[str, Any]], problems: list[str], n: int = TARGET_
             bmu = statistics.fmean(peers[best])
             bsd = statistics.stdev(peers[best]) if len(peers[best]) > 1 else 0.0
             verdict = "best" if mu >= bmu else ("within 1 sd" if mu >= bmu - bsd else "BEHIND")
+            diff, se = difference(mine, peers[best])
             probs_per_k[k] = probs_per_k.get(k, 0) + 1
             best_count[k] = best_count.get(k, 0) + (verdict == "best")
             within_count[k] = within_count.get(k, 0) + (verdict != "BEHIND")
+            clear_count[k] = clear_count.get(k, 0) + (se is None or diff >= -2 * se)
             share = "-"
             if base and k != 1:
                 s = mu / statistics.fmean(base)
                 ok = s >= RETENTION.get(k, 0.0)
                 retention_ok[k] = retention_ok.get(k, 0) + ok
                 share = f"{s:.1%}" + ("" if ok else f" (< {RETENTION.get(k, 0):.0%})")
+            gap = f"{diff:+.3f}" + ("" if se is None else f" ({se:.3f})")
             lines.append(f"| {pname} | {k} | {mu:.3f} ({len(mine)}) | {share} | {best} {bmu:.3f} ± {bsd:.3f} "
-                         f"| {verdict} |")
+                         f"| {gap} | {verdict} |")
     lines.append("")
     for k in sorted(probs_per_k):
         part = (f"K = {k}: nasctl best on {best_count[k]} of {probs_per_k[k]} problems, best or within one sd "
-                f"of the best peer on {within_count[k]}")
+                f"of the best peer on {within_count[k]}, no peer ahead by more than two standard errors "
+                f"on {clear_count[k]}")
         if k in retention_ok:
             part += f"; HV@{n} at least {RETENTION.get(k, 0):.0%} of K = 1 on {retention_ok[k]}"
         lines.append(f"- {part}.")

@@ -98,3 +98,24 @@ def test_paired_compares_seed_by_seed_on_the_seeds_both_have() -> None:
     # differences +0.2 and -0.1: mean +0.05, standard error sd / sqrt(2) = 0.2121 / 1.414
     assert rows[3] == "| dtlz2 | 4, HV@2 | 2 | 0.450 | 0.500 | 1 / 1 | +0.0500 (0.1500) |"
     assert len(rows) == 4
+
+
+def test_the_targets_table_gives_the_gap_to_the_best_peer_and_its_standard_error() -> None:
+    def run(method: str, k: int, hv30: float) -> dict[str, Any]:
+        return {"problem": "dtlz2", "parallelism": k, "method": method, "hv": [0.0] * 29 + [hv30]}
+
+    results = [run("nasctl", 1, 0.5), run("nasctl", 1, 0.7),
+               run("nasctl", 4, 0.5), run("nasctl", 4, 0.6), run("ax", 4, 0.8), run("ax", 4, 0.9),
+               run("tpe", 4, 0.1), run("tpe", 4, 0.2)]
+    lines = parallel.targets(results, ["dtlz2"]).splitlines()
+    # K = 1: no peer ran; K = 4: ax is the best peer, 0.85 against nasctl's 0.55,
+    # standard error sqrt(0.005 / 2 + 0.005 / 2) = 0.0707: behind by more than two
+    assert lines[2] == "| dtlz2 | 4 | 0.550 (2) | 91.7% (< 97%) | ax 0.850 ± 0.071 | -0.300 (0.071) | BEHIND |"
+    assert lines[-1] == ("- K = 4: nasctl best on 0 of 1 problems, best or within one sd of the best peer on 0, "
+                         "no peer ahead by more than two standard errors on 0; HV@30 at least 97% of K = 1 on 0.")
+    # ahead of the best peer by less than its spread: best, and clear
+    results[2:4] = [run("nasctl", 4, 0.95), run("nasctl", 4, 0.85)]
+    lines = parallel.targets(results, ["dtlz2"]).splitlines()
+    assert lines[2].endswith("| ax 0.850 ± 0.071 | +0.050 (0.071) | best |")
+    assert "no peer ahead by more than two standard errors on 1" in lines[-1]
+    assert parallel.difference([0.5], [0.2, 0.4]) == (pytest.approx(0.2), None)
