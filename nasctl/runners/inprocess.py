@@ -65,30 +65,40 @@ def function_call(request: JobRequest, scheduler: str = "inprocess") -> tuple[st
 
 
 def run_and_record(request: JobRequest, target: str, params: dict[str, Any],
-                   extra: dict[str, Any] | None = None) -> None:
-    """Run a function trial here (its metrics logged to NASCTL_LOG_DIR) and write its
-    outcome file, which is what a later process reads its end from. The function's
-    exception is the trial's failure (recorded); failing to write the outcome raises."""
+                   extra: dict[str, Any] | None = None, *, step: int = 0, path: str | None = None) -> None:
+    """Run a function trial here (its metrics logged to NASCTL_LOG_DIR at `step`) and
+    write its outcome file (`path`, by default the trial folder's `inprocess.json`),
+    which is what a later process reads its end from. The function's exception is the
+    trial's failure (recorded); failing to write the outcome raises."""
     outcome: dict[str, Any] = {"started": time.time(), **(extra or {})}
     try:
-        outcome["values"] = run_function(target, params, request.env["NASCTL_LOG_DIR"])
+        outcome["values"] = run_function(target, params, request.env["NASCTL_LOG_DIR"], step=step)
         outcome["ok"] = True
     except BadInputError as e:
         outcome.update(ok=False, error=str(e))
     except Exception as e:  # the trial's failure, reported like a crashed process's
         outcome.update(ok=False, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
     outcome["ended"] = time.time()
-    write_json_atomic(outcome_path(request.trial_dir), outcome)
+    write_json_atomic(path or outcome_path(request.trial_dir), outcome)
 
 
-def recorded_status(trial_dir: str | None) -> JobStatus | None:
-    """A finished call's status from the outcome it left in `trial_dir`; None while there is none."""
-    outcome = read_json(outcome_path(trial_dir)) if trial_dir else None
+def recorded_status(trial_dir: str | None, path: str | None = None) -> JobStatus | None:
+    """A finished call's status from the outcome it left (`path`, by default the one in
+    `trial_dir`); None while there is none. A failure is the trial's own (USER) unless
+    the outcome names another class (a simulated preemption is INFRASTRUCTURE)."""
+    where = path or (outcome_path(trial_dir) if trial_dir else None)
+    outcome = read_json(where) if where else None
     if outcome is None:
         return None
     if outcome.get("ok"):
         return JobStatus(JobState.SUCCEEDED, None, 0)
-    return JobStatus(JobState.FAILED, str(outcome.get("error")), 1, FailureClass.USER)
+    try:
+        cls = FailureClass(outcome.get("failure_class") or FailureClass.USER.value)
+    except ValueError:
+        cls = FailureClass.USER
+    state = JobState.CANCELLED if cls == FailureClass.CANCELLED else JobState.FAILED
+    return JobStatus(state, str(outcome.get("error")), 1 if cls == FailureClass.USER else None, cls,
+                     node=outcome.get("node"))
 
 
 class InProcessRunner(Runner):

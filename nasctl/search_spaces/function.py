@@ -48,15 +48,13 @@ def load_function(target: str) -> Callable[[dict[str, Any]], Mapping[str, Any]]:
     return fn  # type: ignore[no-any-return]
 
 
-def run_function(target: str, parameters: Mapping[str, Any], log_dir: str) -> dict[str, float]:
-    """Call the function and log what it returns at step 0.
+def call_function(target: str, parameters: Mapping[str, Any]) -> dict[str, float]:
+    """Call the function and return its metrics as floats.
 
     Raises:
         BadInputError: the function is missing or returned something other than
             a mapping of metric names to numbers.
     """
-    from nasctl.metrics.tensorboard import write_scalars
-
     out = load_function(target)(dict(parameters))
     if not isinstance(out, Mapping) or not out:
         raise BadInputError(f"trial.function {target} returned {type(out).__name__}",
@@ -67,7 +65,20 @@ def run_function(target: str, parameters: Mapping[str, Any], log_dir: str) -> di
             raise BadInputError(f"trial.function {target} returned {k!r}: {v!r}",
                                 "return a dict of metric names to numbers")
         values[k] = float(v)
-    write_scalars(log_dir, values, step=0)
+    return values
+
+
+def run_function(target: str, parameters: Mapping[str, Any], log_dir: str, step: int = 0) -> dict[str, float]:
+    """Call the function and log what it returns at `step` (0 for a whole trial).
+
+    Raises:
+        BadInputError: the function is missing or returned something other than
+            a mapping of metric names to numbers.
+    """
+    from nasctl.metrics.tensorboard import write_scalars
+
+    values = call_function(target, parameters)
+    write_scalars(log_dir, values, step=step)
     return values
 
 
