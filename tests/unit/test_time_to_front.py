@@ -1,0 +1,75 @@
+"""benchmarks/time_to_front.py: GPU-hours counted from the cluster's jobs, hypervolume
+traces cut at the budget, the per-seed ratio, and the peers' loop on the same simulated
+cluster as nasctl's runner (devices, preemptions that start over, the budget)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+pytest.importorskip("moocore")
+
+from benchmarks.problems import Problem  # noqa: E402
+from benchmarks.time_to_front import REQUEUE_DELAY, Setup, hours_to, seed_ratio, simulate_peer, trajectory  # noqa: E402
+
+TOY = Problem("toy", "toy", {"x": {"type": "choice", "values": [0.0, 0.5, 1.0]}}, ("a", "b"), (2.0, 2.0), 4.0,
+              lambda p: {"a": p["x"], "b": 1 - p["x"]}, "unused:fn")
+
+
+def _job(start: float, end: float, values: dict[str, float] | None, last: int = 3, kind: str = "completed"
+         ) -> dict[str, Any]:
+    return {"running_since": start, "ended": end, "gpus": 1, "end": kind, "last_epoch": last, "values": values}
+
+
+def test_the_trajectory_counts_every_jobs_device_time_up_to_each_result() -> None:
+    jobs = [_job(0.0, 3600.0, {"a": 1.0, "b": 1.0}),
+            _job(0.0, 1800.0, None, kind="preempted"),  # its half hour is spent, and shows no result
+            _job(0.0, 5400.0, {"a": 0.0, "b": 0.0}),
+            _job(0.0, 900.0, {"a": 0.5, "b": 0.5}, last=1)]  # a lower rung: spent, not on the front
+    traj = trajectory(jobs, TOY, 3, budget_seconds=1e9)
+    assert [round(h, 6) for h, _ in traj] == [0.25 + 0.5 + 1 + 1, 0.25 + 0.5 + 1 + 1.5]
+    assert [hv for _, hv in traj] == [pytest.approx(1 / 4), pytest.approx(1.0)]
+    cut = trajectory(jobs, TOY, 3, budget_seconds=3 * 3600.0)  # the second result came past the budget
+    assert len(cut) == 1
+
+
+def test_the_ratio_is_the_peers_hours_to_its_final_hypervolume_over_nasctls() -> None:
+    peer = [(1.0, 0.2), (4.0, 0.6)]
+    assert seed_ratio([(0.5, 0.3), (2.0, 0.7)], peer) == pytest.approx(2.0)
+    assert seed_ratio([(0.5, 0.3)], peer) == 0.0  # nasctl never reached the peer's 0.6
+    assert hours_to(peer, 0.5) == 4.0 and hours_to(peer, 0.9) is None
+    assert math.isinf(seed_ratio([(0.0, 0.9)], peer))
+
+
+def test_the_peers_run_on_the_same_cluster_within_the_budget() -> None:
+    pytest.importorskip("benchmarks.nas_tables")
+    from benchmarks.nas_tables import TABLES
+
+    if not TABLES["mlp_digits"].path.exists():
+        pytest.skip("the mlp_digits table is not made")  # pragma: no cover - shipped in the repository
+    setup = Setup("mlp_digits", seed=1, gpus=2, preempt_share=0.5, budget=6.0)
+    space = setup.problem_obj().search_space
+    asked: list[int] = []
+    counter = iter(range(10**6))
+
+    def ask(n: int) -> list[tuple[Any, dict[str, Any]]]:
+        asked.append(n)
+        return [(next(counter), {k: p["values"][(len(asked) + i) % len(p["values"])] for k, p in space.items()})
+                for i in range(n)]
+
+    told: list[Any] = []
+    res = simulate_peer(setup, ask, lambda token, values: told.append(token), lambda token: True)
+    jobs = res["jobs"]
+    assert asked[0] == 2 and told
+    spans = [(j["running_since"], j["ended"]) for j in jobs if j["running_since"] is not None]
+    for s, _ in spans:
+        assert sum(1 for s2, e2 in spans if s2 <= s < e2) <= 2  # two devices
+    restarts = [j for j in jobs if j["attempt"] > 1]
+    assert restarts and all(j["first_epoch"] == 0 for j in restarts)  # a peer starts over
+    assert all(j["running_since"] == pytest.approx(j["submitted"] + REQUEUE_DELAY) for j in restarts)
+    spent = sum(j["gpu_seconds"] for j in jobs)
+    # nothing starts once the budget is spent: what ran then was cancelled at that instant
+    assert spent <= setup.budget_seconds() + max(j["gpu_seconds"] for j in jobs)
+    assert any(j["end"] == "cancelled" for j in jobs)
