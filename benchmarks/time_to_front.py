@@ -6,7 +6,9 @@ seconds per epoch) on the same simulated cluster (nasctl/runners/simcluster.py):
 `--gpus` devices, one trial per device, trials that wait for a free device,
 epochs that last what the table measured, and a seeded preemption hazard per
 device-hour, set so that `--preempt-rate` of the full trainings of the table's
-median configuration are preempted. A preempted attempt loses the epoch in
+median configuration are preempted. The table's times (measured on a CPU) are
+scaled so that the median configuration's full training takes `--full-hours`
+device-hours (1 by default); relative costs stay the measured ones. A preempted attempt loses the epoch in
 progress and is requeued (`REQUEUE_DELAY` seconds, as Slurm's BeginTime holds
 a requeued job). A configuration meets the same preemptions in every method of a
 seed (`simcluster.preemption_key`).
@@ -23,6 +25,10 @@ Methods:
 - `ax`: a stock `ax.api.Client` (its default strategy, the running trials as
   pending points), full fidelity; a preempted trial starts over (what Ax's
   orchestrator with TorchX does: it keeps no checkpoint contract);
+- `moasha`: Syne Tune's MO-ASHA (stopping variant, rungs 1, 3, 9, ... as
+  nasctl's), in Syne Tune's own virtual environment
+  (benchmarks/synetune_cluster.py, `NASCTL_SYNETUNE_PYTHON`) on the same cluster
+  engine; a preempted trial is an error Syne Tune does not run again;
 - `tpe`: Optuna TPE with the constant liar, full fidelity; a preempted trial is
   failed and requeued by Optuna's `RetryFailedTrialCallback`, from scratch;
 - `random`: configurations drawn uniformly from the grid, full fidelity,
@@ -53,8 +59,10 @@ import argparse
 import functools
 import json
 import math
+import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,8 +78,9 @@ from benchmarks import args as bargs
 from benchmarks.problems import Problem, hypervolume
 from nasctl.runners.simcluster import SimCluster, SimJob, hazard_for_share, preemption_after, preemption_key
 
-METHODS = ("nasctl", "nasctl-full", "ax", "tpe", "random")
-PEERS = ("ax", "tpe", "random")
+METHODS = ("nasctl", "nasctl-full", "ax", "moasha", "tpe", "random")
+PEERS = ("ax", "moasha", "tpe", "random")
+SYNETUNE_PYTHON = os.environ.get("NASCTL_SYNETUNE_PYTHON", "/work/venv-synetune/bin/python")
 ABLATIONS = ("nasctl-full",)
 REQUEUE_DELAY = 120.0
 ETA = 3
@@ -88,6 +97,7 @@ class Setup:
     gpus: int = 8
     preempt_share: float = 0.1
     budget: float = 64.0  # full trainings of the median configuration
+    full_hours: float = 1.0  # device-hours of the median configuration's full training
 
     @property
     def table(self) -> str:
@@ -101,11 +111,20 @@ class Setup:
 
         return TABLES[self.table].max_epochs
 
-    def full_seconds(self) -> float:
-        """Seconds of a full training of the table's median configuration."""
+    def measured_full_seconds(self) -> float:
+        """Seconds the table measured for a full training of its median configuration."""
         from benchmarks.nas_tables import load_table
 
         return self.epochs * statistics.median(r.seconds_per_epoch for r in load_table(self.table).values())
+
+    @property
+    def time_scale(self) -> float:
+        """What the table's seconds are multiplied by: its median full training takes `full_hours`."""
+        return self.full_hours * 3600.0 / self.measured_full_seconds()
+
+    def full_seconds(self) -> float:
+        """Seconds of a full training of the table's median configuration on the cluster."""
+        return self.full_hours * 3600.0
 
     def hazard(self) -> float:
         """Preemptions per device-hour: `preempt_share` of median full trainings are preempted."""
@@ -127,7 +146,7 @@ class Setup:
 
     def epoch_seconds(self, params: Mapping[str, Any], epoch: int) -> float:
         """Seconds of epoch `epoch` of `params`, as the simulated runner takes them from the cost column."""
-        return max(0.0, self.cost(params, epoch) - self.cost(params, epoch - 1))
+        return self.time_scale * max(0.0, self.cost(params, epoch) - self.cost(params, epoch - 1))
 
 
 # --- nasctl -------------------------------------------------------------------------------
@@ -148,7 +167,8 @@ def nasctl_spec(setup: Setup, full: bool) -> dict[str, Any]:
         "optimizer": optimizer,
         "runner": {"scheduler": "simulated", "cfg": {
             "seed": setup.seed, "devices": list(range(setup.gpus)), "epochs_parameter": "epochs",
-            "duration_metric": "train_seconds", "preempt_rate": setup.hazard(), "requeue_delay": REQUEUE_DELAY}},
+            "duration_metric": "train_seconds", "preempt_rate": setup.hazard(), "requeue_delay": REQUEUE_DELAY,
+            "time_scale": setup.time_scale}},
     }
 
 
@@ -262,8 +282,48 @@ def _sim_row(job: SimJob, params: Mapping[str, Any], attempt: int,
         "gpu_seconds", "lost_seconds")}, "values": dict(values) if values is not None else None}
 
 
+def rungs(epochs: int, eta: int = ETA) -> list[int]:
+    """1, eta, eta^2, ... up to `epochs` (its last)."""
+    out = [1]
+    while out[-1] * eta < epochs:
+        out.append(out[-1] * eta)
+    return out if out[-1] == epochs else [*out, epochs]
+
+
+def run_moasha(setup: Setup) -> dict[str, Any]:
+    """Syne Tune's MO-ASHA in its own environment, given every configuration's curves and
+    epoch seconds (benchmarks/synetune_cluster.py)."""
+    import itertools
+
+    from benchmarks.nas_tables import TABLES, lookup
+
+    problem, e = setup.problem_obj(), setup.epochs
+    grid = TABLES[setup.table].grid
+    table = {}
+    for config in itertools.product(*grid.values()):
+        params = dict(zip(grid, config))
+        per_epoch = [lookup(setup.table, {**params, "epochs": k}) for k in range(1, e + 1)]
+        table[json.dumps(params, sort_keys=True)] = {
+            "curves": {o: [m[o] for m in per_epoch] for o in problem.objectives},
+            "seconds_per_epoch": setup.epoch_seconds(params, 1)}
+    job = {"space": problem.search_space, "table": table, "objectives": list(problem.objectives), "epochs": e,
+           "rungs": rungs(e), "eta": ETA, "gpus": setup.gpus, "hazard": setup.hazard(), "seed": setup.seed,
+           "budget_seconds": setup.budget_seconds()}
+    with tempfile.TemporaryDirectory(prefix="ttf-moasha-") as tmp:
+        job_path, out_path = Path(tmp, "job.json"), Path(tmp, "out.json")
+        job_path.write_text(json.dumps(job))
+        script = Path(__file__).resolve().parent / "synetune_cluster.py"
+        r = subprocess.run([SYNETUNE_PYTHON, str(script), str(job_path), str(out_path)], capture_output=True,
+                           text=True, check=False)
+        if r.returncode != 0:
+            raise RuntimeError(f"MO-ASHA failed ({r.returncode}): {r.stderr[-3000:]}")
+        return {"jobs": json.loads(out_path.read_text())["jobs"]}
+
+
 def run_peer(setup: Setup, method: str) -> dict[str, Any]:
     problem = setup.problem_obj()
+    if method == "moasha":
+        return run_moasha(setup)
     if method == "random":
         rng = random.Random(setup.seed)
 
@@ -381,7 +441,8 @@ def run_one(setup: Setup, method: str, out: Path) -> Path:
     problem = setup.problem_obj()
     traj = trajectory(res["jobs"], problem, setup.epochs, setup.budget_seconds())
     res.update(problem=setup.problem, method=method, seed=setup.seed, gpus=setup.gpus,
-               preempt_share=setup.preempt_share, budget=setup.budget, budget_gpu_hours=setup.budget_seconds() / 3600,
+               preempt_share=setup.preempt_share, budget=setup.budget, full_hours=setup.full_hours,
+               budget_gpu_hours=setup.budget_seconds() / 3600,
                hazard_per_gpu_hour=setup.hazard(), trajectory=traj, seconds=time.perf_counter() - t0,
                preempted_attempts=sum(1 for j in res["jobs"] if j["end"] == "preempted"),
                attempts=len(res["jobs"]))
@@ -474,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="share of the median configuration's full trainings that are preempted (0 <= r < 1)")
     p.add_argument("--budget", type=bargs.positive_float, default=64.0,
                    help="GPU budget in full trainings of the median configuration")
+    p.add_argument("--full-hours", type=bargs.positive_float, default=1.0,
+                   help="device-hours of the median configuration's full training (the table's times are scaled)")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/time_to_front"))
     p.add_argument("--report", action="store_true", help="only summarise the runs already in --out")
     p.add_argument("--plot", type=Path, default=None, help="write the hypervolume / GPU-hours plot here")
@@ -484,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
         for problem in a.problems:
             for seed in a.seeds:
                 for method in a.methods:
-                    setup = Setup(problem, seed, a.gpus, a.preempt_rate, a.budget)
+                    setup = Setup(problem, seed, a.gpus, a.preempt_rate, a.budget, a.full_hours)
                     path = run_one(setup, method, a.out)
                     r = json.loads(path.read_text())
                     final = r["trajectory"][-1][1] if r["trajectory"] else 0.0

@@ -50,6 +50,8 @@ A simulated GPU cluster (nasctl/runners/simcluster.py) runs the jobs:
   its checkpoint; a retried attempt waits `cfg.requeue_delay` seconds (default
   120, Slurm's BeginTime after a requeue) before it runs. The epoch in progress
   is lost, and its device time counted as lost.
+- `cfg.time_scale` multiplies every duration (a table timed on a CPU played as
+  the longer trainings of a GPU cluster: relative costs stay the table's).
 
 Each attempt leaves its outcome file in the trial's folder (`inprocess.json`,
 then `inprocess-a2.json`, ...) with its times and device time;
@@ -104,7 +106,7 @@ DEFAULT_REQUEUE_DELAY = 120.0
 """Seconds a retried attempt waits before it runs (Slurm holds a requeued job ~2 min, BeginTime)."""
 SCHEDULER = "simulated"
 CFG_OPTIONS = ("median_seconds", "sigma", "seed", "duration_metric", "epochs_parameter", "devices",
-               "trials_per_device", "preempt_rate", "requeue_delay")
+               "trials_per_device", "preempt_rate", "requeue_delay", "time_scale")
 
 
 def trial_seconds(parameters: Mapping[str, Any], seed: int, median: float, sigma: float) -> float:
@@ -179,6 +181,7 @@ class SimulatedRunner(Runner):
         epochs = cfg.pop("epochs_parameter", None)
         self.preempt_rate = _positive(cfg.pop("preempt_rate", 0.0), "preempt_rate", zero=True)
         self.requeue_delay = _positive(cfg.pop("requeue_delay", DEFAULT_REQUEUE_DELAY), "requeue_delay", zero=True)
+        self.time_scale = _positive(cfg.pop("time_scale", 1.0), "time_scale")
         own_devices: dict[str, Any] = {k: cfg.pop(k) for k in ("devices", "trials_per_device") if k in cfg}
         if cfg:
             raise SpecError(f"runner.cfg has options the simulated runner does not take: {sorted(cfg)}",
@@ -246,24 +249,24 @@ class SimulatedRunner(Runner):
         is set (the function is called for it; it must be deterministic; a call that
         raises or lacks the metric takes no time, and the trial's end says what is
         wrong), else the log-normal draw. With `epochs_parameter`, the seconds of all
-        its epochs from the first (see `epoch_seconds`)."""
+        its epochs from the first (see `epoch_seconds`). Times `time_scale`."""
         last = self._epochs(parameters)
         if last is None:
             if self.duration_metric is None:
-                return trial_seconds(parameters, self.seed, self.median, self.sigma)
-            return self._cost(target, parameters, None)
+                return self.time_scale * trial_seconds(parameters, self.seed, self.median, self.sigma)
+            return self.time_scale * self._cost(target, parameters, None)
         return sum(self.epoch_seconds(target, parameters, k) for k in range(1, last + 1))
 
     def epoch_seconds(self, target: str, parameters: Mapping[str, Any], epoch: int) -> float:
         """Seconds epoch `epoch` (1-based) of a trial with a learning curve takes alone on
         its devices: the cost metric's growth from epoch - 1 to epoch, or, without
         `duration_metric`, a log-normal draw per epoch seeded by the parameters other
-        than the epochs (`median_seconds` is then the median epoch)."""
+        than the epochs (`median_seconds` is then the median epoch). Times `time_scale`."""
         if self.duration_metric is None:
             arch = {k: v for k, v in parameters.items() if k != self.epochs_parameter}
-            return trial_seconds(arch, self.seed, self.median, self.sigma)
+            return self.time_scale * trial_seconds(arch, self.seed, self.median, self.sigma)
         before = self._cost(target, parameters, epoch - 1) if epoch > 1 else 0.0
-        return max(0.0, self._cost(target, parameters, epoch) - before)
+        return self.time_scale * max(0.0, self._cost(target, parameters, epoch) - before)
 
     def _epochs(self, parameters: Mapping[str, Any]) -> int | None:
         """The epochs a trial trains to, None for a trial without a learning curve."""
