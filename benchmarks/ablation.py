@@ -18,6 +18,8 @@ with the grid. Variants:
 - budget-R-S: R restarts from S raw samples;
 - mc-N: N quasi-MC samples for the hypervolume improvement;
 - no-repeat-guard: model proposals that repeat a trial are kept;
+- no-untried: with features held fixed (multi-fidelity), Ax's own optimiser over
+  the mixed space instead of the untried configurations listed (`untried`);
 - cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
 - one-hot: `auto` never picks the categorical method (unordered choices are
   one-hot encoded for the plain GP);
@@ -118,6 +120,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "no-log-scale": [("logscale", "SPAN", math.inf)],
         "botorch-budget": [("strategies", "acquisition_budget", lambda *_: {"num_restarts": 20, "raw_samples": 1024})],
         "no-repeat-guard": [("novelty", "REPEAT_RADIUS", 0.0)],
+        "no-untried": [("untried", "MAX_ENUMERATED", 0)],
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],
         "one-hot": [("methods", "categorical_parameters", lambda *_: [])],
         "idle-wait": [("strategies", "FILL_WHILE_WAITING", False)],

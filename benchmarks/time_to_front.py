@@ -18,14 +18,15 @@ Methods:
 - `nasctl`: nasctl's real loop (`start_experiment`: SQLite store, generator
   thread, TensorBoard files read back) with the `simulated` runner: asynchronous
   BO with the running trials as pending points, multi-fidelity
-  (`optimizer.fidelity` on epochs, eta 3, promotions continue from checkpoints)
+  (`optimizer.fidelity` on epochs, eta 3, rungs at E/9, E/3 and E epochs,
+  promotions continue from checkpoints)
   and retries from checkpoints;
 - `nasctl-full`: the same at full fidelity (every trial trained E epochs; a
   preempted trial still resumes from its checkpoint);
 - `ax`: a stock `ax.api.Client` (its default strategy, the running trials as
   pending points), full fidelity; a preempted trial starts over (what Ax's
   orchestrator with TorchX does: it keeps no checkpoint contract);
-- `moasha`: Syne Tune's MO-ASHA (stopping variant, rungs 1, 3, 9, ... as
+- `moasha`: Syne Tune's MO-ASHA (stopping variant, the same rungs as
   nasctl's), in Syne Tune's own virtual environment
   (benchmarks/synetune_cluster.py, `NASCTL_SYNETUNE_PYTHON`) on the same cluster
   engine; a preempted trial is an error Syne Tune does not run again;
@@ -81,9 +82,11 @@ from nasctl.runners.simcluster import SimCluster, SimJob, hazard_for_share, pree
 METHODS = ("nasctl", "nasctl-full", "ax", "moasha", "tpe", "random")
 PEERS = ("ax", "moasha", "tpe", "random")
 SYNETUNE_PYTHON = os.environ.get("NASCTL_SYNETUNE_PYTHON", "/work/venv-synetune/bin/python")
-ABLATIONS = ("nasctl-full",)
+ABLATIONS = ("nasctl-full", "nasctl@no-untried")
 REQUEUE_DELAY = 120.0
 ETA = 3
+RUNGS = 3
+"""Rungs of the multi-fidelity methods (nasctl, MO-ASHA): E/9, E/3 and E epochs."""
 
 Ask = Callable[[int], list[tuple[Any, dict[str, Any]]]]
 
@@ -157,7 +160,7 @@ def nasctl_spec(setup: Setup, full: bool) -> dict[str, Any]:
     if full:
         space["epochs"] = {"type": "fixed", "value": e}
     else:
-        optimizer["fidelity"] = {"parameter": "epochs", "min": 1, "max": e, "eta": ETA}
+        optimizer["fidelity"] = {"parameter": "epochs", "min": rungs(e)[0], "max": e, "eta": ETA}
     return {
         "name": f"ttf-{setup.problem}-{'full' if full else 'mf'}-{setup.seed}".replace("_", "-"),
         "search_space": space,
@@ -282,12 +285,12 @@ def _sim_row(job: SimJob, params: Mapping[str, Any], attempt: int,
         "gpu_seconds", "lost_seconds")}, "values": dict(values) if values is not None else None}
 
 
-def rungs(epochs: int, eta: int = ETA) -> list[int]:
-    """1, eta, eta^2, ... up to `epochs` (its last)."""
-    out = [1]
-    while out[-1] * eta < epochs:
-        out.append(out[-1] * eta)
-    return out if out[-1] == epochs else [*out, epochs]
+def rungs(epochs: int, eta: int = ETA, count: int = RUNGS) -> list[int]:
+    """`count` rungs eta apart ending at `epochs` (27: 3, 9, 27; 9: 1, 3, 9), the lowest at least 1."""
+    out = [epochs]
+    while len(out) < count and out[0] // eta >= 1:
+        out.insert(0, out[0] // eta)
+    return out
 
 
 def run_moasha(setup: Setup) -> dict[str, Any]:
@@ -433,9 +436,16 @@ def result_path(out: Path, problem: str, method: str, seed: int) -> Path:
 
 
 def run_one(setup: Setup, method: str, out: Path) -> Path:
+    """Run `method` (`nasctl@VARIANT`: with an optimizer variant of benchmarks/ablation.py,
+    applied in this process) and store its result."""
     t0 = time.perf_counter()
-    if method in ("nasctl", "nasctl-full"):
-        res = run_nasctl(setup, full=method == "nasctl-full")
+    base, _, variant = method.partition("@")
+    if variant:
+        from benchmarks.ablation import apply_variant
+
+        apply_variant(variant)
+    if base in ("nasctl", "nasctl-full"):
+        res = run_nasctl(setup, full=base == "nasctl-full")
     else:
         res = run_peer(setup, method)
     problem = setup.problem_obj()
@@ -473,6 +483,12 @@ def summary(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def methods_in(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The methods of `results`: METHODS' order first, variants after their method."""
+    present = {r["method"] for r in results}
+    return sorted(present, key=lambda m: (METHODS.index(m.partition("@")[0]), m))
+
+
 def report(results: Sequence[Mapping[str, Any]]) -> str:
     """Markdown: per problem and method, mean hypervolume at 1/4, 1/2 and all of the budget,
     preempted attempts, and the ratios."""
@@ -480,7 +496,7 @@ def report(results: Sequence[Mapping[str, Any]]) -> str:
              "|---|---|---|---|---|---|---|---|"]
     ratios = {(r["problem"], r["peer"]): r for r in summary(results)}
     for problem in sorted({r["problem"] for r in results}):
-        for method in METHODS:
+        for method in methods_in(results):
             rs = [r for r in results if r["problem"] == problem and r["method"] == method]
             if not rs:
                 continue
@@ -506,7 +522,7 @@ def plot(results: Sequence[Mapping[str, Any]], path: Path) -> None:
     problems = sorted({r["problem"] for r in results})
     fig, axes = plt.subplots(1, len(problems), figsize=(5.5 * len(problems), 4), squeeze=False)
     for ax, problem in zip(axes[0], problems):
-        for method in METHODS:
+        for method in methods_in(results):
             rs = [r for r in results if r["problem"] == problem and r["method"] == method]
             if not rs:
                 continue
@@ -523,13 +539,34 @@ def plot(results: Sequence[Mapping[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def method_list(text: str) -> list[str]:
+    """`--methods`: names of METHODS, nasctl ones optionally `@VARIANT` (checked by ablation.py)."""
+    from benchmarks.ablation import parse_variant
+
+    out = text.split(",")
+    for name in out:
+        base, _, variant = name.partition("@")
+        if base not in METHODS or (variant and not base.startswith("nasctl")):
+            raise argparse.ArgumentTypeError(f"unknown method {name!r} (known: {', '.join(METHODS)}, nasctl@VARIANT)")
+        if variant:
+            try:
+                parse_variant(variant)
+            except ValueError as e:
+                raise argparse.ArgumentTypeError(str(e)) from None
+    if len({n.partition("@")[2] for n in out} - {""}) > 1:
+        raise argparse.ArgumentTypeError("one optimizer variant per process: run the others separately")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from benchmarks.nas_tables import PROBLEMS as TABLE_PROBLEMS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--problems", type=bargs.names(TABLE_PROBLEMS), default=["mlp_digits"])
     p.add_argument("--seeds", type=bargs.seeds, default=list(range(10)))
-    p.add_argument("--methods", type=bargs.names(METHODS), default=list(METHODS))
+    p.add_argument("--methods", type=method_list, default=list(METHODS),
+                   help=f"of {', '.join(METHODS)}; nasctl@VARIANT or nasctl-full@VARIANT for an optimizer variant "
+                        "of benchmarks/ablation.py (one variant per process)")
     p.add_argument("--gpus", type=bargs.positive_int, default=8)
     p.add_argument("--preempt-rate", type=float, default=0.1,
                    help="share of the median configuration's full trainings that are preempted (0 <= r < 1)")

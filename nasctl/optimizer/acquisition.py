@@ -12,6 +12,9 @@ dashboard's diagnostics) gets their own behaviour.
   qLogNEHVI, this builds `HypervolumeImprovement` instead, and while
   objectives are modelled on the log scale it measures the hypervolume
   improvement on their own scale (`logscale.raw_scale_plan`).
+  Where features are held fixed (the fidelity at its top rung) and the others
+  are discrete and few enough to list, it picks among the configurations no
+  trial has yet (`untried`), as Ax does in a fully discrete space.
 - `HypervolumeImprovement` (BoTorch's `qLogNoisyExpectedHypervolumeImprovement`):
   the same acquisition values, computed faster. Each speed-up is one named
   entry of `SPEEDUPS` (`benchmarks/ablation.py` turns them off one at a time)
@@ -41,7 +44,7 @@ from botorch.acquisition.input_constructors import acqf_input_constructor, const
 from botorch.acquisition.logei import TAU_RELU
 from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
 
-from nasctl.optimizer import jointpost, logscale, nondominated, singleq
+from nasctl.optimizer import jointpost, logscale, nondominated, singleq, untried
 from nasctl.optimizer.boxdecomp import BatchedNondominatedPartitioning, NumpyNondominatedPartitioning, SampleBatch
 
 SPEEDUPS: frozenset[str] = frozenset(
@@ -130,9 +133,46 @@ acqf_input_constructor(HypervolumeImprovement)(construct_inputs_qLogNEHVI)
 class NasctlAcquisition(Acquisition):
     """Ax's `Acquisition`, building `HypervolumeImprovement` where Ax chose
     qLogNEHVI, measured on the objectives' own scale where they are modelled on
-    the log scale (see `logscale`). Every other choice of Ax is kept."""
+    the log scale (see `logscale`), and choosing among the configurations not
+    tried yet where features are held fixed and the rest can be listed (see
+    `untried`). Every other choice of Ax is kept."""
 
     _raw_columns: tuple[list[int], list[float]] | None = None
+    _pending_all: list[torch.Tensor] = []
+
+    def __init__(self, surrogate: Any, search_space_digest: Any, torch_opt_config: Any, *args: Any,
+                 **kwargs: Any) -> None:
+        # every pending trial's inputs, before Ax keeps only those at the fixed features
+        self._pending_all = [x for x in (torch_opt_config.pending_observations or []) if x is not None]
+        super().__init__(surrogate, search_space_digest, torch_opt_config, *args, **kwargs)
+
+    def optimize(
+        self,
+        n: int,
+        search_space_digest: Any,
+        inequality_constraints: Any = None,
+        equality_constraints: Any = None,
+        fixed_features: dict[int, float] | None = None,
+        rounding_func: Any = None,
+        optimizer_options: dict[str, Any] | None = None,
+        candidate_set: torch.Tensor | None = None,
+        sampling_strategy: Any = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if candidate_set is None and sampling_strategy is None and not inequality_constraints \
+                and not equality_constraints:
+            ssd = search_space_digest
+            # every trial's inputs: Ax's X_observed and X_pending keep only the points at the fixed
+            # features (the top rung); the model's training data and the pending observations have them all
+            tried = [ds.X for ds in self.surrogate.training_data] + self._pending_all + [self.X_observed,
+                                                                                      self.X_pending]
+            listed = untried.untried_candidates(len(ssd.feature_names), ssd.discrete_choices, fixed_features,
+                                                tried, dtype=self.dtype or torch.double)
+            if listed is not None and listed.shape[0] >= n:
+                candidate_set = listed.to(device=self.device)
+        return super().optimize(n, search_space_digest, inequality_constraints=inequality_constraints,
+                                equality_constraints=equality_constraints, fixed_features=fixed_features,
+                                rounding_func=rounding_func, optimizer_options=optimizer_options,
+                                candidate_set=candidate_set, sampling_strategy=sampling_strategy)
 
     def _construct_botorch_acquisition(
         self, botorch_acqf_class: type, botorch_acqf_options: dict[str, Any], model: Any
