@@ -31,7 +31,8 @@ Methods:
   (benchmarks/synetune_cluster.py, `NASCTL_SYNETUNE_PYTHON`) on the same cluster
   engine; a preempted trial is an error Syne Tune does not run again;
 - `tpe`: Optuna TPE with the constant liar, full fidelity; a preempted trial is
-  failed and requeued by Optuna's `RetryFailedTrialCallback`, from scratch;
+  failed and requeued by Optuna's retry callback (`RetryFailedTrialCallback`,
+  named `RetryHeartbeatStaleTrialCallback` in Optuna 5), from scratch;
 - `random`: configurations drawn uniformly from the grid, full fidelity,
   starting over after a preemption.
 
@@ -86,6 +87,8 @@ ABLATIONS = ("nasctl-full", "nasctl@no-untried")
 REQUEUE_DELAY = 120.0
 ETA = 3
 RUNGS = 3
+ATTEMPT = "__attempt__"
+"""The key an ask adds to a configuration that retries an earlier trial: its attempt number."""
 """Rungs of the multi-fidelity methods (nasctl, MO-ASHA): E/9, E/3 and E epochs."""
 
 Ask = Callable[[int], list[tuple[Any, dict[str, Any]]]]
@@ -220,7 +223,9 @@ def simulate_peer(setup: Setup, ask: Ask, tell: Callable[[Any, Mapping[str, floa
     device is filled (one ask for all of them), results are told in the order trials
     end, a preempted trial is given to `preempted(token)`, which returns whether the
     same trial starts over (requeued after REQUEUE_DELAY on its device) or frees its
-    device (the optimizer requeues it itself, as Optuna's retry callback does)."""
+    device (the optimizer requeues it itself, as Optuna's retry callback does: its ask
+    then marks the configuration with its attempt number, `ATTEMPT`, so that it meets
+    that attempt's preemption draw and waits the requeue delay)."""
     cluster, e, budget, problem = SimCluster(), setup.epochs, setup.budget_seconds(), setup.problem_obj()
     hazard, free = setup.hazard(), [str(d) for d in range(setup.gpus)]
     running: dict[str, tuple[Any, dict[str, Any], int, str]] = {}
@@ -244,8 +249,8 @@ def simulate_peer(setup: Setup, ask: Ask, tell: Callable[[Any, Mapping[str, floa
             got = ask(len(free))
             gen.append(time.perf_counter() - t0)
             for token, params in got:
-                restart = bool(params.pop("__restart__", False))
-                submit(token, params, 1, free.pop(0), REQUEUE_DELAY if restart else 0.0)
+                attempt = int(params.pop(ATTEMPT, 1))  # > 1: a retry the optimizer asked for itself
+                submit(token, params, attempt, free.pop(0), REQUEUE_DELAY if attempt > 1 else 0.0)
         t = cluster.next_time()
         if t is None:
             break
@@ -353,8 +358,13 @@ def run_peer(setup: Setup, method: str) -> dict[str, Any]:
 
         return simulate_peer(setup, ask_ax, tell_ax, lambda token: True)
     if method == "tpe":
+        import warnings
+
         import optuna
-        from optuna.storages import RetryFailedTrialCallback
+        from optuna.exceptions import ExperimentalWarning
+        from optuna.storages import RetryHeartbeatStaleTrialCallback as RetryFailedTrialCallback
+
+        warnings.filterwarnings("ignore", category=ExperimentalWarning)
 
         from benchmarks.sample_efficiency import _optuna_distributions
 
@@ -369,8 +379,8 @@ def run_peer(setup: Setup, method: str) -> dict[str, Any]:
             for _ in range(n):
                 trial = study.ask(dists)
                 params = dict(trial.params)
-                if RetryFailedTrialCallback.retried_trial_number(study.trials[trial.number]) is not None:
-                    params["__restart__"] = True
+                # a retry the callback enqueued runs as the next attempt of the trial it retries
+                params[ATTEMPT] = 1 + len(RetryFailedTrialCallback.retry_history(study.trials[trial.number]))
                 out.append((trial, params))
             return out
 
@@ -576,6 +586,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="device-hours of the median configuration's full training (the table's times are scaled)")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/time_to_front"))
     p.add_argument("--report", action="store_true", help="only summarise the runs already in --out")
+    p.add_argument("--force", action="store_true", help="run again what --out already holds (else skipped)")
     p.add_argument("--plot", type=Path, default=None, help="write the hypervolume / GPU-hours plot here")
     a = p.parse_args(argv)
     if not 0 <= a.preempt_rate < 1:
@@ -585,6 +596,9 @@ def main(argv: list[str] | None = None) -> int:
             for seed in a.seeds:
                 for method in a.methods:
                     setup = Setup(problem, seed, a.gpus, a.preempt_rate, a.budget, a.full_hours)
+                    path = result_path(a.out, problem, method, seed)
+                    if path.exists() and not a.force:
+                        continue
                     path = run_one(setup, method, a.out)
                     r = json.loads(path.read_text())
                     final = r["trajectory"][-1][1] if r["trajectory"] else 0.0

@@ -4,6 +4,7 @@ cluster as nasctl's runner (devices, preemptions that start over, the budget).""
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -44,11 +45,6 @@ def test_the_ratio_is_the_peers_hours_to_its_final_hypervolume_over_nasctls() ->
 
 
 def test_the_peers_run_on_the_same_cluster_within_the_budget() -> None:
-    pytest.importorskip("benchmarks.nas_tables")
-    from benchmarks.nas_tables import TABLES
-
-    if not TABLES["mlp_digits"].path.exists():
-        pytest.skip("the mlp_digits table is not made")  # pragma: no cover - shipped in the repository
     setup = Setup("mlp_digits", seed=1, gpus=2, preempt_share=0.5, budget=6.0)
     space = setup.problem_obj().search_space
     asked: list[int] = []
@@ -73,3 +69,50 @@ def test_the_peers_run_on_the_same_cluster_within_the_budget() -> None:
     # nothing starts once the budget is spent: what ran then was cancelled at that instant
     assert spent <= setup.budget_seconds() + max(j["gpu_seconds"] for j in jobs)
     assert any(j["end"] == "cancelled" for j in jobs)
+
+
+def test_a_retry_the_optimizer_requeues_itself_is_the_next_attempt() -> None:
+    """Optuna's retry callback requeues a preempted trial as a new trial: asked again, it
+    must run as attempt 2 (its own preemption draw, after the requeue delay), not as a
+    second attempt 1 that meets the same preemption again and again."""
+    from benchmarks.time_to_front import ATTEMPT
+
+    setup = Setup("mlp_digits", seed=2, gpus=2, preempt_share=0.6, budget=8.0)
+    space = setup.problem_obj().search_space
+    grid = [dict(zip(space, values)) for values in itertools.product(*(p["values"] for p in space.values()))]
+    requeued: list[dict[str, Any]] = []
+    attempts: dict[int, int] = {}
+    counter = iter(range(10**6))
+
+    def ask(n: int) -> list[tuple[Any, dict[str, Any]]]:
+        out = []
+        for _ in range(n):
+            token = next(counter)
+            if requeued:
+                params = requeued.pop(0)
+            else:
+                params = {**grid[token], ATTEMPT: 1}  # a new configuration each time
+            attempts[token] = params[ATTEMPT]
+            out.append((token, dict(params)))
+        return out
+
+    params_of: dict[int, dict[str, Any]] = {}
+
+    def on_preempt(token: Any) -> bool:
+        params = params_of.get(token)
+        if params is not None:
+            requeued.append({**params, ATTEMPT: attempts[token] + 1})
+        return False
+
+    def ask_tracking(n: int) -> list[tuple[Any, dict[str, Any]]]:
+        got = ask(n)
+        for token, params in got:
+            params_of[token] = {k: v for k, v in params.items() if k != ATTEMPT}
+        return got
+
+    res = simulate_peer(setup, ask_tracking, lambda token, values: None, on_preempt)
+    jobs = res["jobs"]
+    retried = [j for j in jobs if j["attempt"] > 1]
+    assert retried and all(j["running_since"] == pytest.approx(j["submitted"] + REQUEUE_DELAY) for j in retried)
+    seen = [(tuple(sorted(j["parameters"].items())), j["attempt"]) for j in jobs if j["end"] == "preempted"]
+    assert len(seen) == len(set(seen))  # no attempt of a configuration is preempted twice
