@@ -81,6 +81,11 @@ from benchmarks.problems import Problem, hypervolume
 from nasctl.runners.simcluster import SimCluster, SimJob, hazard_for_share, preemption_after, preemption_key
 
 METHODS = ("nasctl", "nasctl-full", "ax", "moasha", "tpe", "random")
+FULL_ONLY = {"nb201": ("nb201_2obj", "benchmarks.problems:nb201_4obj", "train_s")}
+"""Problems without learning curves: (scoring problem, trial.function with the cost, cost metric).
+NAS-Bench-201 CIFAR-10 (val_error, model_mb), its seed-averaged training time as the cost."""
+CURVES_ONLY = ("nasctl-full", "moasha")
+"""Methods that need learning curves (on NAS-Bench-201 nasctl runs at full fidelity anyway)."""
 PEERS = ("ax", "moasha", "tpe", "random")
 SYNETUNE_PYTHON = os.environ.get("NASCTL_SYNETUNE_PYTHON", "/work/venv-synetune/bin/python")
 ABLATIONS = ("nasctl-full", "nasctl@no-untried")
@@ -106,19 +111,30 @@ class Setup:
     full_hours: float = 1.0  # device-hours of the median configuration's full training
 
     @property
+    def tabulated(self) -> bool:
+        """A table of nasctl's own with learning curves (else NAS-Bench-201: final values only)."""
+        return self.problem not in FULL_ONLY
+
+    @property
     def table(self) -> str:
         from benchmarks.nas_tables import _split
 
-        return _split(self.problem)[0]
+        return _split(self.problem)[0] if self.tabulated else self.problem
 
     @property
     def epochs(self) -> int:
+        """Epochs of a full training; 1 (one step) for a problem without curves."""
         from benchmarks.nas_tables import TABLES
 
-        return TABLES[self.table].max_epochs
+        return TABLES[self.table].max_epochs if self.tabulated else 1
 
     def measured_full_seconds(self) -> float:
-        """Seconds the table measured for a full training of its median configuration."""
+        """Seconds the table gives a full training of its median configuration."""
+        if not self.tabulated:
+            from benchmarks.problems import _table
+
+            rows, _ = _table("nb201")
+            return statistics.median(r["train_time"] for r in rows.values())
         from benchmarks.nas_tables import load_table
 
         return self.epochs * statistics.median(r.seconds_per_epoch for r in load_table(self.table).values())
@@ -140,15 +156,33 @@ class Setup:
         return self.budget * self.full_seconds()
 
     def problem_obj(self) -> Problem:
+        if not self.tabulated:
+            from benchmarks.problems import get_problem as table_problem
+
+            return table_problem(FULL_ONLY[self.problem][0])
         from benchmarks.nas_tables import get_problem
 
         return get_problem(self.problem)
 
+    def function(self) -> str:
+        """The `trial.function` nasctl runs: the problem's, with the cost column among its metrics."""
+        return FULL_ONLY[self.problem][1] if not self.tabulated else self.problem_obj().function
+
     def cost(self, params: Mapping[str, Any], epoch: int) -> float:
         """Cumulative training seconds of `params` after `epoch` epochs (0 at 0)."""
+        if epoch <= 0:
+            return 0.0
+        if not self.tabulated:
+            from benchmarks.problems import nb201_4obj
+
+            return epoch * nb201_4obj(params)[FULL_ONLY[self.problem][2]]
         from benchmarks.nas_tables import lookup
 
-        return 0.0 if epoch <= 0 else lookup(self.table, {**params, "epochs": epoch})["train_seconds"]
+        return lookup(self.table, {**params, "epochs": epoch})["train_seconds"]
+
+    def full_parameters(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A configuration as nasctl's full-fidelity trials carry it (with `epochs` where there are curves)."""
+        return {**params, "epochs": self.epochs} if self.tabulated else dict(params)
 
     def epoch_seconds(self, params: Mapping[str, Any], epoch: int) -> float:
         """Seconds of epoch `epoch` of `params`, as the simulated runner takes them from the cost column."""
@@ -160,21 +194,24 @@ def nasctl_spec(setup: Setup, full: bool) -> dict[str, Any]:
     problem, e = setup.problem_obj(), setup.epochs
     space = dict(problem.search_space)
     optimizer: dict[str, Any] = {"method": "auto", "seed": setup.seed}
-    if full:
+    cfg: dict[str, Any] = {"seed": setup.seed, "devices": list(range(setup.gpus)), "preempt_rate": setup.hazard(),
+                           "requeue_delay": REQUEUE_DELAY, "time_scale": setup.time_scale}
+    if not setup.tabulated:  # no curves: one step, its cost the table's training time
+        cfg["duration_metric"] = FULL_ONLY[setup.problem][2]
+    elif full:
         space["epochs"] = {"type": "fixed", "value": e}
+        cfg.update(epochs_parameter="epochs", duration_metric="train_seconds")
     else:
         optimizer["fidelity"] = {"parameter": "epochs", "min": rungs(e)[0], "max": e, "eta": ETA}
+        cfg.update(epochs_parameter="epochs", duration_metric="train_seconds")
     return {
         "name": f"ttf-{setup.problem}-{'full' if full else 'mf'}-{setup.seed}".replace("_", "-"),
         "search_space": space,
         "objectives": {o: {"goal": "minimize", "threshold": r} for o, r in zip(problem.objectives, problem.ref)},
         "budget": {"max_trials": 100_000, "parallelism": setup.gpus, "max_failures": 0},
-        "trial": {"function": problem.function, "resources": {"gpu": 1}, "max_retries": 20},
+        "trial": {"function": setup.function(), "resources": {"gpu": 1}, "max_retries": 20},
         "optimizer": optimizer,
-        "runner": {"scheduler": "simulated", "cfg": {
-            "seed": setup.seed, "devices": list(range(setup.gpus)), "epochs_parameter": "epochs",
-            "duration_metric": "train_seconds", "preempt_rate": setup.hazard(), "requeue_delay": REQUEUE_DELAY,
-            "time_scale": setup.time_scale}},
+        "runner": {"scheduler": "simulated", "cfg": cfg},
     }
 
 
@@ -235,7 +272,7 @@ def simulate_peer(setup: Setup, ask: Ask, tell: Callable[[Any, Mapping[str, floa
 
     def submit(token: Any, params: dict[str, Any], attempt: int, device: str, delay: float) -> None:
         nonlocal n
-        full = {**params, "epochs": e}
+        full = setup.full_parameters(params)
         key = f"{n}-a{attempt}"
         n += 1
         cluster.add(SimJob(key, now, 0, e, functools.partial(setup.epoch_seconds, dict(params)),
@@ -267,8 +304,8 @@ def simulate_peer(setup: Setup, ask: Ask, tell: Callable[[Any, Mapping[str, floa
                 del running[ev.job.key]
                 rows.append(_sim_row(ev.job, params, attempt, None))
                 if preempted(token):
-                    submit(token, {k: v for k, v in params.items() if k != "epochs"}, attempt + 1, device,
-                           REQUEUE_DELAY)
+                    submit(token, {k: v for k, v in params.items() if k in problem.search_space}, attempt + 1,
+                           device, REQUEUE_DELAY)
                 else:
                     free.append(device)
         spent = sum(r["gpu_seconds"] for r in rows) + sum(
@@ -572,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.nas_tables import PROBLEMS as TABLE_PROBLEMS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--problems", type=bargs.names(TABLE_PROBLEMS), default=["mlp_digits"])
+    p.add_argument("--problems", type=bargs.names([*TABLE_PROBLEMS, *FULL_ONLY]), default=["mlp_digits"])
     p.add_argument("--seeds", type=bargs.seeds, default=list(range(10)))
     p.add_argument("--methods", type=method_list, default=list(METHODS),
                    help=f"of {', '.join(METHODS)}; nasctl@VARIANT or nasctl-full@VARIANT for an optimizer variant "
@@ -597,7 +634,8 @@ def main(argv: list[str] | None = None) -> int:
                 for method in a.methods:
                     setup = Setup(problem, seed, a.gpus, a.preempt_rate, a.budget, a.full_hours)
                     path = result_path(a.out, problem, method, seed)
-                    if path.exists() and not a.force:
+                    if (path.exists() and not a.force) or (not setup.tabulated and
+                                                           method.partition("@")[0] in CURVES_ONLY):
                         continue
                     path = run_one(setup, method, a.out)
                     r = json.loads(path.read_text())
