@@ -250,7 +250,7 @@ name: mf2
 search_space:
   x: {{type: float, low: 0, high: 1}}
 objectives: {{err: {{goal: minimize}}, size: {{goal: minimize}}}}
-budget: {{max_trials: 24, parallelism: 4}}
+budget: {{max_trials: 12, parallelism: 4}}
 trial: {{function: "{funcs}:curve", resources: {{gpu: 1}}}}
 optimizer: {{method: sobol, seed: 1, fidelity: {{parameter: epochs, min: 1, max: 9, eta: 3}}}}
 runner:
