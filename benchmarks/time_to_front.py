@@ -241,6 +241,8 @@ def run_nasctl(setup: Setup, full: bool) -> dict[str, Any]:
                 request_stop(store, spec.name, cancel=True)
 
         summary = start_experiment(store, spec, tmp, on_progress=on_progress)
+        if not seen["stopped"] and summary.status.value != "COMPLETED":  # a signal, a failure: no result
+            raise RuntimeError(f"nasctl run ended {summary.status.value}: {summary.reason}")
         jobs = cluster_accounting(work)
         generation = list(summary.generation_seconds)
     return {"jobs": [_job_row(j) for j in jobs], "status": summary.status.value, "reason": summary.reason,
