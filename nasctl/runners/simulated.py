@@ -457,12 +457,15 @@ def _metadata(job: _SimulatedJob) -> dict[str, Any]:
             "simulated_end": job.planned_end}
 
 
+_MEANING = {"sigma": "the log-normal's sigma", "preempt_rate": "preemptions per device-hour, 0 for none",
+            "requeue_delay": "seconds a retried attempt waits", "time_scale": "what every duration is multiplied by"}
+
+
 def _positive(value: Any, name: str, zero: bool = False) -> float:
     ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
     if not ok or value < 0 or (value == 0 and not zero):
         raise SpecError(f"runner.cfg.{name} must be a {'non-negative' if zero else 'positive'} number, got {value!r}",
-                        f"set runner.cfg.{name} in seconds" if name.endswith("seconds") else
-                        f"set runner.cfg.{name} (the log-normal's sigma)")
+                        f"set runner.cfg.{name} ({_MEANING.get(name, 'seconds')})")
     return float(value)
 
 
