@@ -192,10 +192,10 @@ def from_sequential(problem: Problem, stored: Mapping[str, Any], budget: int) ->
                                                    f"seed{int(stored['seed']):02d}.json"})
 
 
-def run_ax(problem: Problem, seed: int, budget: int, parallelism: int, client: Any) -> dict[str, Any]:
-    """A stock Ax Client (configured by the caller): the trials still running are its
-    pending points; it is asked for every free slot in one call and may give fewer
-    (its quasi-random start waits for results before its model takes over)."""
+def ax_ask_tell(problem: Problem, client: Any) -> tuple[Ask, Tell]:
+    """Ask and tell for a stock Ax Client (configured by the caller): the trials still
+    running are its pending points; it is asked for every free slot in one call and may
+    give fewer (its quasi-random start waits for results before its model takes over)."""
     from ax.exceptions.core import DataRequiredError
 
     def ask(n: int) -> list[tuple[Any, dict[str, Any]]]:
@@ -208,6 +208,12 @@ def run_ax(problem: Problem, seed: int, budget: int, parallelism: int, client: A
     def tell(index: Any, values: Mapping[str, float]) -> None:
         client.complete_trial(index, raw_data={o: values[o] for o in problem.objectives})
 
+    return ask, tell
+
+
+def run_ax(problem: Problem, seed: int, budget: int, parallelism: int, client: Any) -> dict[str, Any]:
+    """A stock Ax Client on the simulated clock (`ax_ask_tell`)."""
+    ask, tell = ax_ask_tell(problem, client)
     return simulate(problem, ask, tell, seed, budget, parallelism)
 
 

@@ -323,10 +323,8 @@ def simulate_peer(setup: Setup, ask: Ask, tell: Callable[[Any, Mapping[str, floa
 
 def _sim_row(job: SimJob, params: Mapping[str, Any], attempt: int,
              values: Mapping[str, float] | None) -> dict[str, Any]:
-    acct = job.accounting()
-    return {"parameters": dict(params), "attempt": attempt, **{k: acct[k] for k in (
-        "submitted", "running_since", "ended", "end", "first_epoch", "epochs_done", "last_epoch", "gpus",
-        "gpu_seconds", "lost_seconds")}, "values": dict(values) if values is not None else None}
+    return _job_row({**job.accounting(), "parameters": dict(params), "attempt": attempt,
+                     "values": dict(values) if values is not None else None})
 
 
 def rungs(epochs: int, eta: int = ETA, count: int = RUNGS) -> list[int]:
@@ -379,22 +377,10 @@ def run_peer(setup: Setup, method: str) -> dict[str, Any]:
 
         return simulate_peer(setup, ask, lambda token, values: None, lambda token: True)
     if method == "ax":
-        from ax.exceptions.core import DataRequiredError
-
+        from benchmarks.parallel import ax_ask_tell
         from benchmarks.sample_efficiency import _ax_client
 
-        client = _ax_client(problem, setup.seed)
-
-        def ask_ax(n: int) -> list[tuple[Any, dict[str, Any]]]:
-            try:
-                trials = client.get_next_trials(max_trials=n)
-            except DataRequiredError:
-                return []
-            return [(index, dict(x)) for index, x in trials.items()]
-
-        def tell_ax(index: Any, values: Mapping[str, float]) -> None:
-            client.complete_trial(index, raw_data={o: values[o] for o in problem.objectives})
-
+        ask_ax, tell_ax = ax_ask_tell(problem, _ax_client(problem, setup.seed))
         return simulate_peer(setup, ask_ax, tell_ax, lambda token: True)
     if method == "tpe":
         import warnings

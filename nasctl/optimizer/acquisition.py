@@ -138,12 +138,11 @@ class NasctlAcquisition(Acquisition):
     `untried`). Every other choice of Ax is kept."""
 
     _raw_columns: tuple[list[int], list[float]] | None = None
-    _pending_all: list[torch.Tensor] = []
 
     def __init__(self, surrogate: Any, search_space_digest: Any, torch_opt_config: Any, *args: Any,
                  **kwargs: Any) -> None:
         # every pending trial's inputs, before Ax keeps only those at the fixed features
-        self._pending_all = [x for x in (torch_opt_config.pending_observations or []) if x is not None]
+        self._pending_all: list[torch.Tensor] = [x for x in (torch_opt_config.pending_observations or []) if x is not None]
         super().__init__(surrogate, search_space_digest, torch_opt_config, *args, **kwargs)
 
     def optimize(

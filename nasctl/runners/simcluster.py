@@ -172,7 +172,7 @@ class SimCluster:
         """Process every event due at or before `now`, jobs in submission order; a job
         may have several (it starts, and a zero-length epoch ends)."""
         events: list[SimEvent] = []
-        for job in sorted(self.active(), key=lambda j: j.order):
+        for job in self.active():  # in submission order: `jobs` keeps the order they were added in
             while job.ended is None and (t := job.next_time()) is not None and t <= now:
                 events.append(self._event(job, t))
         return events

@@ -69,7 +69,6 @@ were nothing to slow or preempt it) are in its runner metadata:
 
 from __future__ import annotations
 
-import functools
 import glob
 import hashlib
 import json
@@ -249,24 +248,25 @@ class SimulatedRunner(Runner):
         is set (the function is called for it; it must be deterministic; a call that
         raises or lacks the metric takes no time, and the trial's end says what is
         wrong), else the log-normal draw. With `epochs_parameter`, the seconds of all
-        its epochs from the first (see `epoch_seconds`). Times `time_scale`."""
+        its epochs from the first (see `epoch_durations`). Times `time_scale`."""
         last = self._epochs(parameters)
         if last is None:
             if self.duration_metric is None:
                 return self.time_scale * trial_seconds(parameters, self.seed, self.median, self.sigma)
             return self.time_scale * self._cost(target, parameters, None)
-        return sum(self.epoch_seconds(target, parameters, k) for k in range(1, last + 1))
+        return sum(self.epoch_durations(target, parameters, 0, last))
 
-    def epoch_seconds(self, target: str, parameters: Mapping[str, Any], epoch: int) -> float:
-        """Seconds epoch `epoch` (1-based) of a trial with a learning curve takes alone on
-        its devices: the cost metric's growth from epoch - 1 to epoch, or, without
-        `duration_metric`, a log-normal draw per epoch seeded by the parameters other
-        than the epochs (`median_seconds` is then the median epoch). Times `time_scale`."""
+    def epoch_durations(self, target: str, parameters: Mapping[str, Any], first: int, last: int) -> list[float]:
+        """Seconds epochs `first` + 1 ... `last` of a trial with a learning curve take alone
+        on its devices: the cost metric's growth from each epoch to the next (one call of
+        the function per epoch), or, without `duration_metric`, one log-normal draw per
+        epoch seeded by the parameters other than the epochs (`median_seconds` is then
+        the median epoch). Times `time_scale`."""
         if self.duration_metric is None:
             arch = {k: v for k, v in parameters.items() if k != self.epochs_parameter}
-            return self.time_scale * trial_seconds(arch, self.seed, self.median, self.sigma)
-        before = self._cost(target, parameters, epoch - 1) if epoch > 1 else 0.0
-        return self.time_scale * max(0.0, self._cost(target, parameters, epoch) - before)
+            return [self.time_scale * trial_seconds(arch, self.seed, self.median, self.sigma)] * (last - first)
+        costs = [self._cost(target, parameters, k) if k > 0 else 0.0 for k in range(first, last + 1)]
+        return [self.time_scale * max(0.0, after - before) for before, after in zip(costs, costs[1:])]
 
     def _epochs(self, parameters: Mapping[str, Any]) -> int | None:
         """The epochs a trial trains to, None for a trial without a learning curve."""
@@ -297,16 +297,16 @@ class SimulatedRunner(Runner):
         now = self._clock.elapsed
         devices = tuple(d for d in request.env.get(VISIBLE_ENV, "").split(",") if d) if request.gpu > 0 else ()
         if last is None:  # the whole trial is one step, logged at its end
-            seconds = self.duration(target, params)
-            first, last, per_epoch = 0, 1, (lambda _k: seconds)
+            first, last, seconds = 0, 1, [self.duration(target, params)]
         else:
-            first, per_epoch = _resumed_epoch(request), functools.partial(self.epoch_seconds, target, params)
-        sim = SimJob(request.name, now, first, last, per_epoch,
+            first = min(_resumed_epoch(request), last)
+            seconds = self.epoch_durations(target, params, first, last)
+        sim = SimJob(request.name, now, first, last, lambda k: seconds[k - first - 1],
                      delay=self.requeue_delay if request.attempt > 1 else 0.0, devices=devices,
                      gpus=max(1, request.gpu),
                      preempt_after=preemption_after(preemption_key(params, request.attempt), self.seed,
                                                    self.preempt_rate, request.gpu))
-        planned = sim.start + sum(sim.epoch_seconds(k) for k in range(sim.first_epoch + 1, sim.last_epoch + 1))
+        planned = sim.start + sum(seconds)
         job = _SimulatedJob(request, target, params, self._cluster.add(sim), _outcome_file(request), planned)
         self._jobs[_handle(request)] = job
         return SubmittedJob(_handle(request), _metadata(job))
