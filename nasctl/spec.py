@@ -218,6 +218,9 @@ class Budget(_Model):
     # with optimizer.fidelity: the total fidelity (epochs, say) all trials may
     # train; a promotion counts what it adds to the trial it continues
     max_fidelity: float | None = Field(default=None, gt=0)
+    # device-hours (GPUs held x running time, every attempt counted): once spent, no
+    # new trial starts and the experiment ends when the running ones have
+    max_gpu_hours: float | None = Field(default=None, gt=0)
 
 
 class Resources(_Model):
@@ -261,7 +264,9 @@ class SourceKey:
 
 MAX_RETRIES_LIMIT = 100
 """More retries than this is a mistake, not a policy."""
-RETRYABLE = tuple(c.value for c in FailureClass if c != FailureClass.USER)
+RETRYABLE = tuple(c.value for c in FailureClass if c not in (FailureClass.USER, FailureClass.UNSCHEDULABLE))
+"""Failure classes `trial.retry_on` may list: not the trial's own code, and not a job the
+scheduler can never run (a retry would wait for the same reason)."""
 
 
 class TrialSpec(_Model):
@@ -880,7 +885,7 @@ def check_model_target(target: str, folder: Path) -> None:
         raise SpecError(f"trial.model {target!r}: {found} defines no {func}()", f"define def {func}(params) there")
 
 
-BUDGET_OVERRIDES = ("max_trials", "parallelism", "trial_timeout", "max_failures")
+BUDGET_OVERRIDES = ("max_trials", "parallelism", "trial_timeout", "max_failures", "max_gpu_hours")
 """Overrides that set `budget.<key>` (`nasctl run --max-trials`, `nasctl.run(parallelism=4)`)."""
 
 SPEC_OVERRIDES = ("search_space", "objectives", "constraints", "budget", "trial", "runner", "optimizer",

@@ -35,12 +35,15 @@ class FailureClass(str, enum.Enum):
       a job the scheduler lost, a trial process killed by a signal nasctl did not send).
     - TIMEOUT: `budget.trial_timeout` or the scheduler's time limit.
     - CANCELLED: by nasctl or by a person.
+    - UNSCHEDULABLE: the scheduler holds the job for a reason waiting cannot clear
+      (a request no node can satisfy, an invalid account or QOS); the job is cancelled.
     """
 
     USER = "user"
     INFRASTRUCTURE = "infrastructure"
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
+    UNSCHEDULABLE = "unschedulable"
 
 
 class ExperimentStatus(str, enum.Enum):

@@ -4,6 +4,7 @@ live progress display are in nasctl/console.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Literal
 
 from rich.markup import escape
@@ -90,13 +91,16 @@ def status_panel(v: dict[str, Any]) -> None:
     lines = [
         f"status       [{STATUS_STYLE.get(v['status'], '')}]{v['status']}[/]"
         + (f"  ({escape(v['status_reason'])})" if v["status_reason"] else "")
-        + ("" if v["status"] != "RUNNING" or v["orchestrator_alive"]
-           else f"  [yellow]no orchestrator is running it: `nasctl resume {escape(v['name'])}`[/]"),
+        + ("" if v["status"] != "NOT_RUNNING"
+           else f"  [yellow]recorded RUNNING, but no orchestrator is running it: `nasctl resume {escape(v['name'])}`[/]"),
         *([f"[yellow]scheduler    {escape(str(v['scheduler_unreachable']['scheduler']))} unreachable since "
             f"{v['scheduler_unreachable']['since'][:19].replace('T', ' ')} UTC: trials keep running, candidates "
             f"wait ({escape(str(v['scheduler_unreachable']['error']))})[/]"] if v.get("scheduler_unreachable") else []),
         f"trials       {sum(v['trials'].values())}/{v['budget']['max_trials']}: {fmt_counts(v['trials'])}"
-        + (f"  [yellow]{v['waiting_for_devices']} waiting for devices[/]" if v.get("waiting_for_devices") else ""),
+        + (f"  [yellow]{v['waiting_for_devices']} waiting for devices[/]" if v.get("waiting_for_devices") else "")
+        + (f"  [yellow]{v['queued']} of them queued by the scheduler, {v['running']} running[/]"
+           if v.get("queued") else ""),
+        *([_gpu_line(v)] if v["usage"]["gpu_hours"] or v["budget"].get("max_gpu_hours") else []),
         *([f"devices      " + ", ".join(f"trial {i}: {','.join(d)}" for i, d in v["devices"].items())]
           if v.get("devices") else []),
         "objectives   " + ", ".join(
@@ -105,7 +109,8 @@ def status_panel(v: dict[str, Any]) -> None:
         ),
         f"constraints  {escape(', '.join(v['constraints'])) or '-'}",
         f"hypervolume  {v['hypervolume']:.6g}  (Pareto front: {v['pareto_size']} trials)",
-        f"mean trial   {v['mean_trial_seconds']}s" if v["mean_trial_seconds"] else "mean trial   -",
+        (f"mean trial   {v['mean_trial_seconds']}s running" if v["mean_trial_seconds"] else "mean trial   -")
+        + (f"; {_duration(v['usage']['queued_s'])} queued in all" if v["usage"]["queued_s"] >= 1 else ""),
         *([f"early stop   {v['early_stopping']['trials_stopped']} trials stopped on "
            f"{escape(str(v['early_stopping']['metric'] or 'the first objective with a curve'))}, ~{_duration(v['early_stopping']['seconds_saved'])} "
            "of trial time saved"] if v.get("early_stopping") else []),
@@ -116,6 +121,21 @@ def status_panel(v: dict[str, Any]) -> None:
         f"database     {escape(v['database'])}",
     ]
     console.print(Panel("\n".join(lines), title=f"experiment {escape(v['name'])}", expand=False))
+
+
+def _gpu_line(v: dict[str, Any]) -> str:
+    """`GPU-hours    3.25 (0.40 lost to failed or redone attempts), budget 10`."""
+    u, limit = v["usage"], v["budget"].get("max_gpu_hours")
+    return (f"GPU-hours    {u['gpu_hours']:.2f}"
+            + (f" ({u['gpu_hours_lost']:.2f} lost to failed or redone attempts)" if u["gpu_hours_lost"] else "")
+            + (f", budget {limit:g} (budget.max_gpu_hours)" if limit else ""))
+
+
+def _status_cell(r: dict[str, Any]) -> str:
+    """A trial's state: QUEUED for a RUNNING trial whose job waits in the scheduler's queue."""
+    if r.get("queued"):
+        return "[yellow]QUEUED[/]"
+    return f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]"
 
 
 def trials_table(rows: list[dict[str, Any]]) -> None:
@@ -139,7 +159,13 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
     if retried:  # attempts: a trial retried after an infrastructure failure ran more than once
         cols.append(Col("att.", "right"))
     cols.append(Col("time", "right"))
-    reasons = any(r["failure_reason"] for r in rows)
+    waited = any((r.get("queued_s") or 0) >= 1 or r.get("queued") for r in rows)
+    if waited:  # a cluster's queue: the wait beside the running time
+        cols.append(Col("queued", "right"))
+    gpu = any(r.get("gpu_hours") for r in rows)
+    if gpu:
+        cols.append(Col("GPU-h", "right"))
+    reasons = any(r["failure_reason"] or r.get("pending_reason") for r in rows)
     if reasons:
         cols.append(Col("reason", fold=True))
     cells = []
@@ -147,9 +173,10 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
         devices = [("waiting" if r.get("waiting_for_devices") else ",".join(r.get("devices") or []))] if placed else []
         attempts = [str(len(r.get("attempts") or []) or "")] if retried else []
         cls = f"{r['failure_class']}: " if r.get("failure_class") and r["failure_reason"] else ""
+        why = r["failure_reason"] or (f"waits: {r['pending_reason']}" if r.get("pending_reason") else "")
         cells.append([
             str(r["index"]),
-            f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
+            _status_cell(r),
             escape(r["generation_method"]),
             *[fmt_cell(r["parameters"].get(p, "")) for p in pnames],
             *[fmt_cell(r["values"].get(m, "")) for m in mnames],
@@ -157,16 +184,19 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
             *devices,
             *attempts,
             f"{r['duration_s']:.1f}s" if r["duration_s"] is not None else "",
-            *([escape(cls + (r["failure_reason"] or ""))] if reasons else []),
+            *([_duration(r.get("queued_s") or 0)] if waited else []),
+            *([f"{r.get('gpu_hours') or 0:.2f}"] if gpu else []),
+            *([escape(cls + why)] if reasons else []),
         ])
     print_table("Trials", cols, cells)
 
 
 def trial_panel(d: dict[str, Any]) -> None:
     lines = [
-        f"status      [{STATUS_STYLE.get(d['status'], '')}]{d['status']}[/]"
+        f"status      {_status_cell(d)}"
         + (f"  ({escape(d['failure_class'] + ': ' if d.get('failure_class') else '')}"
-           f"{escape(d['failure_reason'])})" if d["failure_reason"] else ""),
+           f"{escape(d['failure_reason'])})" if d["failure_reason"] else "")
+        + (f"  (the scheduler says: {escape(str(d['pending_reason']))})" if d.get("pending_reason") else ""),
         "parameters  " + ", ".join(f"{escape(k)}={fmt_cell(v)}" for k, v in d["parameters"].items()),
         "values      " + (", ".join(f"{escape(k)}={fmt_cell(v)}" for k, v in d["values"].items()) or "-"),
         f"method      {escape(d['generation_method'])}",
@@ -174,7 +204,11 @@ def trial_panel(d: dict[str, Any]) -> None:
         f"log dir     {escape(d['log_dir'] or '-')}",
         *([f"devices     {','.join(d['devices'])} (CUDA_VISIBLE_DEVICES)"] if d.get("devices") else []),
         *(["devices     waiting for free devices"] if d.get("waiting_for_devices") else []),
-        f"duration    {d['duration_s']}s" if d["duration_s"] is not None else "duration    -",
+        (f"duration    {d['duration_s']}s running" if d["duration_s"] is not None else "duration    -")
+        + (f", {_duration(d['queued_s'])} queued" if (d.get("queued_s") or 0) >= 1 else "")
+        + (f", since {d['running_since'][:19].replace('T', ' ')} UTC" if d.get("running_since") else ""),
+        *([f"GPU-hours   {d['gpu_hours']:.3f}" + (f" ({d['gpu_hours_lost']:.3f} lost)" if d.get("gpu_hours_lost") else "")]
+          if d.get("gpu_hours") else []),
         "curves      " + (", ".join(f"{escape(k)} ({len(v)} points)" for k, v in d["curves"].items()) or "-"),
     ]
     info = d.get("info") or {}
@@ -188,8 +222,14 @@ def trial_panel(d: dict[str, Any]) -> None:
         lines.append("info        " + (", ".join(f"{escape(k)}={escape(str(v))}" for k, v in shown.items())
                                        or f"{len(info)} keys (see --json)"))
     attempts = d.get("attempts") or []
-    if len(attempts) > 1:
+    if len(attempts) > 1 or d.get("restarts"):
         lines.append("attempts    " + "; ".join(_attempt_text(a) for a in attempts))
+    for a in attempts:
+        for r in a.get("restarts") or []:
+            how = f"resumed from {escape(str(r['resumed_from']))}" if r.get("resumed_from") else "started over"
+            lines.append(f"restart     attempt {a['number']} at {str(r['at'])[:19].replace('T', ' ')} UTC"
+                         + (f" on {escape(str(r['node']))}" if r.get("node") else "")
+                         + (f" ({escape(str(r['reason']))})" if r.get("reason") else "") + f": {how}")
     console.print(Panel("\n".join(lines), title=f"trial {d['index']}", expand=False))
     if d.get("log_tail"):
         console.print(Panel(escape(d["log_tail"]), title="log tail", expand=False))
@@ -199,6 +239,8 @@ def _attempt_text(a: dict[str, Any]) -> str:
     """`#1 node1 infrastructure: Slurm job 12 NODE_FAIL: ...` (`#2 running` while it runs)."""
     where = f" {escape(str(a['node']))}" if a.get("node") else ""
     if a.get("ended_at") is None:
+        if "running_since" in a and a["running_since"] is None:
+            return f"#{a['number']} queued" + (f" ({escape(str(a['pending_reason']))})" if a.get("pending_reason") else "")
         return f"#{a['number']}{where} running"
     how = f" {escape(str(a['failure_class']))}: {escape(str(a.get('reason') or ''))}" if a.get("failure_class") else " ok"
     return f"#{a['number']}{where}{how}"
@@ -276,6 +318,8 @@ def dryrun_panel(plan: dict[str, Any]) -> None:
             expand=False,
         )
     )
+    if plan.get("refused"):
+        console.print(f"[yellow]`nasctl run` would refuse this spec: {escape(plan['refused'])}[/]")
     console.print(Text("TorchX request for the first trial:", style="bold"))
     console.print(Text(plan["request"]), soft_wrap=True)  # the exact request: never re-wrapped
 
@@ -315,12 +359,15 @@ def summary_dict(s: Any) -> dict[str, Any]:
     }
 
 
-def run_report(s: Any, view: dict[str, Any], db: str) -> None:
+def run_report(s: Any, view: dict[str, Any], db: str, since_created: float | None = None) -> None:
+    """How a run ended; after a resume (`since_created` well above this run's time) both times."""
     style = STATUS_STYLE.get(s.status.value, "green") if s.status.value != "COMPLETED" else "green"
+    total = (f"; {_duration(since_created)} since it was created"
+             if since_created is not None and since_created > s.elapsed + 60 else "")
     console.print(
         f"[{style}]experiment {escape(s.experiment)} {s.status.value.lower()}[/]"
         + (f": {escape(s.reason)}" if s.reason else "")
-        + f" in {s.elapsed:.0f}s ({fmt_counts(s.counts)})"
+        + f" in {s.elapsed:.0f}s{' this run' if total else ''}{total} ({fmt_counts(s.counts)})"
     )
     if s.counts.get("EARLY_STOPPED", 0):
         console.print(f"early stopping: {s.counts['EARLY_STOPPED']} trials stopped, "
@@ -338,9 +385,12 @@ def finish(summary: Any, store: Any, as_json: bool) -> None:
     from nasctl.orchestration.views import pareto_view
 
     view = pareto_view(store, summary.experiment)
+    created = store.get_experiment(summary.experiment).created_at
+    since_created = (datetime.now(timezone.utc).replace(tzinfo=None) - created).total_seconds()
     if as_json:
-        print_json({"summary": summary_dict(summary), "pareto": view, "database": store.display_url})
+        print_json({"summary": {**summary_dict(summary), "since_created_s": round(since_created, 1)},
+                    "pareto": view, "database": store.display_url})
     else:
-        run_report(summary, view, store.display_url)
+        run_report(summary, view, store.display_url, since_created)
     if summary.status.value != "COMPLETED":
         raise SystemExit(1)

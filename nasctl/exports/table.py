@@ -49,15 +49,17 @@ def json_text(store: Store, data: ExportData) -> str:
 def csv_text(data: ExportData) -> str:
     """One row per trial: index, state, method, every parameter (with
     `optimizer.fidelity`, the fidelity parameter too), every metric, the Pareto
-    flag, duration, devices, failure reason and class, attempts (how many times
-    it ran) and note; with `optimizer.fidelity`,
+    flag, duration (running time), queue wait, GPU-hours (and the part lost),
+    restarts, devices, failure reason and class, attempts (how many times it ran)
+    and note; with `optimizer.fidelity`,
     also the fidelity and the trial a promotion continued. Missing values are
     empty cells."""
     fid = data.spec.optimizer.fidelity
     pnames = list(data.spec.search_space) + ([fid.parameter] if fid is not None else [])
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["index", "status", "generation_method", *pnames, *data.metrics, "pareto", "duration_s", "devices",
+    w.writerow(["index", "status", "generation_method", *pnames, *data.metrics, "pareto", "duration_s",
+                "queued_s", "gpu_hours", "gpu_hours_lost", "restarts", "devices",
                 "failure_reason", "failure_class", "attempts", "note",
                 *(["fidelity", "promoted_from"] if fid is not None else [])])
     for r in data.rows():
@@ -66,6 +68,7 @@ def csv_text(data: ExportData) -> str:
             + [r["parameters"].get(p, "") for p in pnames]
             + [r["values"].get(m, "") for m in data.metrics]
             + [str(r["pareto"]).lower(), r["duration_s"] if r["duration_s"] is not None else "",
+               r["queued_s"], r["gpu_hours"], r["gpu_hours_lost"], r["restarts"],
                ",".join(r["devices"] or []), r["failure_reason"] or "", r["failure_class"] or "",
                len(r["attempts"]), r["note"] or ""]
             + ([r["fidelity"], "" if r["promoted_from"] is None else r["promoted_from"]] if fid is not None else [])
@@ -77,7 +80,8 @@ def trials_frame(data: ExportData) -> pd.DataFrame:
     """One row per trial, indexed by trial number (`trial`), with columns
     `status`, `method`, `params.<name>` for every search-space parameter,
     `metrics.<name>` for every metric, `pareto`, `started_at`, `ended_at`
-    (UTC), `duration_s`, `failure_reason`, `failure_class`, `attempts` (how
+    (UTC), `duration_s` (running time), `queued_s`, `gpu_hours`, `gpu_hours_lost`,
+    `restarts`, `failure_reason`, `failure_class`, `attempts` (how
     many times it ran) and `note`; with
     `optimizer.fidelity`, also `fidelity` and `promoted_from`. A value a trial
     does not have is missing (NaN/None)."""
@@ -96,6 +100,10 @@ def trials_frame(data: ExportData) -> pd.DataFrame:
             "started_at": _utc(t.started_at),
             "ended_at": _utc(t.ended_at),
             "duration_s": r["duration_s"],
+            "queued_s": r["queued_s"],
+            "gpu_hours": r["gpu_hours"],
+            "gpu_hours_lost": r["gpu_hours_lost"],
+            "restarts": r["restarts"],
             "failure_reason": t.failure_reason,
             "failure_class": t.failure_class,
             "attempts": len(r["attempts"]),
@@ -106,7 +114,7 @@ def trials_frame(data: ExportData) -> pd.DataFrame:
     fid = ["fidelity", "promoted_from"] if data.spec.optimizer.fidelity is not None else []
     columns = ["trial", "status", "method", *(f"params.{p}" for p in pnames),
                *(f"metrics.{m}" for m in data.metrics), "pareto", "started_at", "ended_at", "duration_s",
-               "failure_reason", "failure_class", "attempts", "note", *fid]
+               "queued_s", "gpu_hours", "gpu_hours_lost", "restarts", "failure_reason", "failure_class", "attempts", "note", *fid]
     frame = pd.DataFrame(rows, columns=columns)
     for col in ("started_at", "ended_at"):
         frame[col] = pd.to_datetime(frame[col], utc=True)

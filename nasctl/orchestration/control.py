@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError
+from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError, SpecError
 from nasctl.orchestration.views import early_stop_records, orchestrator_alive
 from nasctl.runners import Runner, get_runner, runner_settings
 from nasctl.runners.pool import StatusPool
@@ -42,12 +42,13 @@ def prepare_orchestrator_process() -> None:
         os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(base, "nasctl", "torch_extensions", tag)
 
 
-def check_spec_runnable(spec: ExperimentSpec) -> None:
+def check_spec_runnable(spec: ExperimentSpec, cluster: bool = True) -> None:
     """Checks that need the registries, before anything is created: the trial
     source's own (`TrialSource.check_runnable`: a built-in search space takes
     the spec's parameters and logs its metrics, the dataset is known, a
     component takes the parameters), the optimizer method's dependencies, and
-    the runner (it exists and has the GPUs the trials ask for)."""
+    the runner (it exists and has the GPUs the trials ask for) and, with `cluster`,
+    the cluster (some node offers the CPUs, memory and GPUs a trial asks for)."""
     source = source_of(spec.trial)
     source.check_runnable(spec)
     if spec.optimizer.method == "saasbo" and not saasbo_available():
@@ -58,7 +59,10 @@ def check_spec_runnable(spec: ExperimentSpec) -> None:
                             "set trial.function, or use runner.scheduler local_cwd")
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
     if source.uses_trial_resources:  # a component's role says its own GPUs, checked when it is placed
-        runner.check_gpu(spec.trial.resources.gpu)
+        res = spec.trial.resources
+        runner.check_gpu(res.gpu)
+        if cluster:
+            runner.check_resources(res.cpu, res.mem_mb, res.gpu)
 
 
 def default_work_root() -> str:
@@ -80,14 +84,20 @@ def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
     """What `nasctl run` would launch first, without touching any database."""
     from nasctl.orchestration.jobs import build_request
 
-    check_spec_runnable(spec)
+    check_spec_runnable(spec, cluster=False)  # a dry run needs no cluster: what it would refuse is said below
     prepare_orchestrator_process()
     work_dir = str(Path(work_root, spec.name).resolve())
     cand = new_optimizer(spec).generate(1)[0]
     request = build_request(spec, spec.name, work_dir, cand.index, cand.parameters)
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
+    refused = None
+    try:
+        runner.check_resources(request.cpu, request.mem_mb, request.gpu)
+    except SpecError as e:
+        refused = f"{e.message} ({e.hint})" if e.hint else e.message
     return {
         "experiment": spec.name,
+        "refused": refused,
         "scheduler": spec.runner.scheduler,
         "first_trial": {"index": cand.index, "parameters": cand.parameters, "method": cand.method},
         "command": [request.entrypoint, *request.args],

@@ -189,11 +189,19 @@ class TrialLauncher:
             job = self.runner.submit(prepared.request)
         self.uncertain.discard(rec.index)
         failpoints.hit("after_submit")
+        started = attempts_mod.started(rec.attempts, job, utcnow(), queued=self.runner.queues,
+                                       gpus=self.devices_held(prepared))
         rec = self.store.mark_trial_running(rec.id, job.handle, self.runner.scheduler, job.metadata,
-                                            devices=prepared.devices,
-                                            attempts=attempts_mod.started(rec.attempts, job, utcnow()))
+                                            devices=prepared.devices, attempts=started)
         failpoints.hit("after_record_running")
         return RunningTrial.launched(rec, job, prepared.request.env["NASCTL_LOG_DIR"])
+
+    def devices_held(self, prepared: Prepared) -> float:
+        """The devices a trial holds while it runs, for its GPU-hours: `resources.gpu`,
+        a share of each where trials share devices (`runner.cfg.trials_per_device`)."""
+        gpu = float(prepared.request.gpu)
+        inventory = self.runner.device_inventory() if prepared.devices else None
+        return gpu / inventory.trials_per_device if inventory is not None else gpu
 
     def _place(self, rec: TrialRecord, request: JobRequest) -> Prepared | None:
         """Lease devices for a trial that asks for GPUs on a runner that places them

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from nasctl.orchestration.fidelity import FidelityBudget, front_results
+from nasctl.orchestration.usage import attempt_usage
 from nasctl.pareto import compute_front
 from nasctl.spec import ExperimentSpec
-from nasctl.types import TrialRecord, TrialStatus
+from nasctl.types import FailureClass, TrialRecord, TrialStatus
 
 DURATIONS_KEPT = 10
 """How many recent completed trials' durations the pacing rules look at."""
@@ -53,16 +55,25 @@ class TrialLedger:
         # how this run's failed trials failed, in order (not those of a run before a resume:
         # after a fix, budget.fail_fast judges the new trials)
         self.failures: list[tuple[str, str]] = []  # (signature, reason)
+        self.gpu_seconds = 0.0  # device-seconds of ended attempts (budget.max_gpu_hours)
+        self.running_gpu_seconds = 0.0  # device-seconds of the attempts running now, as of the last tick
 
     def load(self, trial: TrialRecord) -> None:
         """Count a trial the store already holds (resume). A trial still RUNNING or
         CANDIDATE is counted when the loop re-attaches or queues it."""
         self.created += 1
         self.fidelity.charge(trial.index, trial.fidelity, trial.promoted_from)
+        for a in trial.attempts:
+            if a.get("ended_at") is not None:
+                self.attempt_ended(a)
         if trial.status.is_terminal:
             self.counts[trial.status.value] += 1
             if trial.status == TrialStatus.COMPLETED:
                 self.completed.append((trial.index, dict(trial.values)))
+
+    def attempt_ended(self, attempt: Mapping[str, Any]) -> None:
+        """Count the device time of an attempt that has ended."""
+        self.gpu_seconds += attempt_usage(attempt, 0.0).gpu_s
 
     def record(self, index: int, fidelity: float | None, promoted_from: int | None) -> None:
         """Count a new candidate the loop has just recorded."""
@@ -84,8 +95,19 @@ class TrialLedger:
 
     @property
     def may_create(self) -> bool:
-        """Whether another trial may be recorded (budget.max_trials)."""
-        return self.created < self.spec.budget.max_trials
+        """Whether another trial may be recorded (budget.max_trials, budget.max_gpu_hours)."""
+        return self.created < self.spec.budget.max_trials and not self.gpu_exhausted
+
+    @property
+    def gpu_hours(self) -> float:
+        """Device-hours spent so far, running attempts included."""
+        return (self.gpu_seconds + self.running_gpu_seconds) / 3600.0
+
+    @property
+    def gpu_exhausted(self) -> bool:
+        """Whether `budget.max_gpu_hours` is spent: nothing more starts."""
+        limit = self.spec.budget.max_gpu_hours
+        return limit is not None and self.gpu_hours >= limit
 
     @property
     def left(self) -> int:
@@ -96,10 +118,16 @@ class TrialLedger:
         self.failures.append((failure_signature(failure_class, reason), reason or "no reason recorded"))
 
     def failures_exceeded(self, experiment: str) -> str | None:
-        """Why the run must end for failures (the same failure `budget.fail_fast` times
-        in a row with nothing succeeded, or more than budget.max_failures), else None."""
+        """Why the run must end for failures (a job the scheduler can never run, the
+        same failure `budget.fail_fast` times in a row with nothing succeeded, or more
+        than budget.max_failures), else None."""
         n = self.spec.budget.fail_fast
         succeeded = self.counts[TrialStatus.COMPLETED.value] + self.counts[TrialStatus.EARLY_STOPPED.value]
+        if self.unschedulable:
+            # every trial asks for the same resources: none of them can ever run either
+            return (f"a trial's job can never run: {self.failures[-1][1]}; every trial asks for the same "
+                    f"resources, so the experiment stops; fix trial.resources or runner.cfg, then "
+                    f"`nasctl resume {experiment}`")
         if repeated_failure([s for s, _ in self.failures], succeeded, n):
             last = self.failures[-1][1]
             return (f"the last {n} trials all failed the same way and none has succeeded: "
@@ -111,6 +139,11 @@ class TrialLedger:
             return None
         return (f"{failures} trials failed, more than budget.max_failures={limit}; "
                 f"see `nasctl trials {experiment} --status FAILED`")
+
+    @property
+    def unschedulable(self) -> bool:
+        """Whether the last failure was a job the scheduler can never run."""
+        return bool(self.failures) and self.failures[-1][0].startswith(f"{FailureClass.UNSCHEDULABLE.value}:")
 
     def update_front(self) -> None:
         """Recompute the Pareto front and hypervolume of the completed results

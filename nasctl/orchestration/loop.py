@@ -30,7 +30,7 @@ import threading
 import traceback
 from collections import deque
 
-from nasctl.errors import MetricsError, SchedulerUnreachable
+from nasctl.errors import SchedulerUnreachable
 from nasctl.leases import LEASE_STALE_SECONDS, owner_alive, owner_id
 from nasctl.orchestration.early_stopping import EarlyStopper
 from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
@@ -41,7 +41,8 @@ from nasctl.orchestration.progress import Messages, Progress, ProgressSink, RunS
 from nasctl.orchestration.proposals import Proposals
 from nasctl.orchestration.reach import STATUS, SUBMIT, Reachability
 from nasctl.orchestration.resume import Resumer
-from nasctl.orchestration.running import RunningTrial, job_end, sleep_seconds
+from nasctl.orchestration.running import RunningTrial, sleep_seconds
+from nasctl.orchestration.queueing import JobWatch
 from nasctl.runners.base import Runner
 from nasctl.runners.polling import ControlSettings
 from nasctl.spec import ExperimentSpec
@@ -103,6 +104,7 @@ class Orchestrator:
         self._stopper = EarlyStopper(spec) if spec.early_stopping is not None else None
         self.outcomes = TrialOutcomes(store, experiment, spec, runner, generator, self.ledger, self._stopper,
                                       self.messages)
+        self.jobs = JobWatch(store, experiment, runner, self.ledger, self.messages)
         self.launcher = TrialLauncher(store, experiment, spec, runner, self.owner, owner_alive, self.messages,
                                       self.ledger, self.outcomes)
         self._running: dict[int, RunningTrial] = {}
@@ -206,16 +208,21 @@ class Orchestrator:
                 changed, last_status = self._poll_jobs(), now
             read = now - last_metrics >= self.metrics_interval
             if read:
-                self._read_running_metrics()
+                for index, outcome in self.jobs.read_metrics(self._running, self._stopper, self.outcomes):
+                    self._end_running(index, outcome)
                 last_metrics = now
             self._judge_running(early=read)
             expired = self.reach.expired(self.clock.time())
             if expired is not None:
+                self.reach.record_last_error()
                 raise _Stop(expired, cancel=False)
             if failed is None:
                 failed = self.ledger.failures_exceeded(self.exp.name)
                 if failed is not None:
                     self.messages.note(failed)
+                    if self.ledger.unschedulable:
+                        self._cancel_queued("the experiment stopped: its jobs can never run")
+            self.jobs.count_gpu_time(self._running.values())
             if failed is None:
                 self._dispatch()
                 self.proposals.request_more(len(self._running), len(self._ready))
@@ -234,8 +241,9 @@ class Orchestrator:
                             busy=self.proposals.pending)
 
     def _budget_spent(self) -> bool:
-        led = self.ledger
-        return (not led.may_create or led.fidelity.exhausted) and not self._ready and not self.proposals.pending
+        led = self.ledger  # with budget.max_gpu_hours spent, what waits to start is abandoned when the run ends
+        return led.gpu_exhausted or ((not led.may_create or led.fidelity.exhausted) and not self._ready
+                                     and not self.proposals.pending)
 
     def _close(self, status: ExperimentStatus, reason: str | None) -> None:
         self.gen.stop()
@@ -277,7 +285,7 @@ class Orchestrator:
         """Launch queued candidates, in order, while slots (and devices) are free; while
         the scheduler refuses submissions for want of being reached, only after its pause."""
         free = self.spec.budget.parallelism - len(self._running)
-        if not self._ready or free <= 0 or not self.reach.may_submit(self.clock.time()):
+        if not self._ready or free <= 0 or self.ledger.gpu_exhausted or not self.reach.may_submit(self.clock.time()):
             return
         try:
             launched, unreachable = self.launcher.launch_ready(self._ready, free)
@@ -305,29 +313,11 @@ class Orchestrator:
             return False
         now = self.clock.time()
         self.reach.answered(STATUS, now)
-        changed = False
-        for index, run in list(self._running.items()):
-            end = job_end(run, statuses.get(run.job.handle), now, self.settings.lost_after)
-            if end is None:
-                continue
-            changed = True
-            outcome = self.outcomes.result(run, end.node) if end.succeeded else Outcome(
-                TrialStatus.FAILED, end.reason, failure_class=end.failure_class, node=end.node)
-            self._end_running(index, dataclasses.replace(outcome, ended_at=end.ended_at))
-        return changed
+        ended = self.jobs.read(statuses, self._running, now, self.settings.lost_after, self.outcomes)
+        for index, outcome in ended:
+            self._end_running(index, outcome)
+        return bool(ended)
 
-    def _read_running_metrics(self) -> None:
-        for index, run in list(self._running.items()):
-            try:
-                new = run.read_new()
-            except MetricsError as e:
-                self.outcomes.cancel(run)
-                self._end_running(index, Outcome(TrialStatus.FAILED, str(e), failure_class=FailureClass.USER))
-                continue
-            if new:
-                self.store.add_observations(run.trial.id, new, reader_state=run.reader_state)
-                if self._stopper is not None:
-                    self._stopper.observe(index, new)
 
     def _judge_running(self, early: bool) -> None:
         """Early stopping (`early`: after a metrics read) and `budget.trial_timeout`: both end
@@ -344,6 +334,11 @@ class Orchestrator:
         if again is not None:  # retried: its next attempt starts before any new trial
             self._ready.appendleft(again)
 
+    def _cancel_queued(self, why: str) -> None:
+        """Cancel the jobs that wait in the queue: nothing is left queued when the jobs can never run."""
+        for index in self.jobs.waiting(self._running, self.clock.time()):
+            self.outcomes.cancel(self._running[index])
+            self._end_running(index, Outcome(TrialStatus.ABANDONED, why, failure_class=FailureClass.CANCELLED))
     def _cancel_running(self, why: str) -> None:
         for index, run in list(self._running.items()):
             self.outcomes.cancel(run)
@@ -365,6 +360,8 @@ class Orchestrator:
             last_generation_seconds=props.seconds[-1] if props.seconds else None,
             messages=self.messages.recent(), done=done, waiting_for_devices=len(self.launcher.waiting),
             scheduler=self.runner.scheduler, unreachable_since=self.reach.since,
+            queued=len(self.jobs.waiting(self._running, self.clock.time())),
+            gpu_hours=led.gpu_hours, max_gpu_hours=self.spec.budget.max_gpu_hours,
         ))
 
 

@@ -7,6 +7,7 @@ rebuilds the ledger and the optimizer from the store (nasctl/orchestration/resum
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -69,6 +70,8 @@ class Outcome:
         node: where the attempt ran, when the scheduler says.
         ended_at: when the job ended (epoch) by the scheduler's clock, where it says;
             otherwise the end is recorded when the loop sees it.
+        ran_from: when the job's last run began (epoch), where the scheduler says: a
+            job that ended before a poll saw it run is counted as running from then.
     """
 
     status: TrialStatus
@@ -80,6 +83,7 @@ class Outcome:
     failure_class: FailureClass | None = None
     node: str | None = None
     ended_at: float | None = None
+    ran_from: float | None = None
 
     def end_time(self, started: float) -> datetime:
         """When the trial ended, as the store keeps times: the scheduler's end where
@@ -137,10 +141,15 @@ class TrialOutcomes:
         the disk was full are stored; returns None."""
         if outcome.status == TrialStatus.FAILED:
             attempts = attempts_mod.ended(run.trial.attempts, outcome.failure_class, outcome.reason, outcome.node,
-                                          outcome.end_time(run.started))
+                                          outcome.end_time(run.started), outcome.ran_from)
             if attempts_mod.may_retry(self.spec, attempts, outcome.failure_class):
+                self.ledger.attempt_ended(attempts[-1])
                 return self.retry(run.trial, run.job, attempts)
             self.cancel(run)
+            if outcome.failure_class == FailureClass.CANCELLED:
+                # a person cancelled the job (scancel, kubectl delete): the trial did not fail,
+                # it is not counted against budget.max_failures
+                outcome = dataclasses.replace(outcome, status=TrialStatus.ABANDONED)
         reason = outcome.reason
         tail = self.runner.log_tail(run.job, LOG_TAIL_LINES) if outcome.status != TrialStatus.COMPLETED else None
         if outcome.status == TrialStatus.FAILED:
@@ -177,12 +186,15 @@ class TrialOutcomes:
         cls = outcome.failure_class if failed else None
         started = started_epoch(rec)
         ended = outcome.end_time(started) if outcome.ended_at is not None else utcnow()
-        attempts = attempts_mod.ended(rec.attempts, cls, reason if failed else None, outcome.node, ended)
+        attempts = attempts_mod.ended(rec.attempts, cls, reason if failed else None, outcome.node, ended,
+                                      outcome.ran_from)
         self.store.finish_trial(rec.id, status, values, reason, log_tail, info=info,
                                 observations=outcome.observations, reader_state=outcome.reader_state,
                                 failure_class=cls.value if cls else None, attempts=attempts or None,
                                 ended_at=ended)
         failpoints.hit("after_finish_trial")
+        if rec.attempts and rec.attempts[-1].get("ended_at") is None and attempts:
+            self.ledger.attempt_ended(attempts[-1])
         self.ledger.move(was, status)
         if status == TrialStatus.FAILED:
             self.ledger.failed(cls.value if cls else None, reason)
@@ -223,7 +235,8 @@ class TrialOutcomes:
         """
         if early and self.stopper is not None:
             for index, run in list(running.items()):
-                decision = self.stopper.judge(index, now - run.started)
+                ran = run.running_for(now)
+                decision = self.stopper.judge(index, ran) if ran is not None else None
                 if decision is None:
                     continue
                 self.store.add_event(self.exp.id, EARLY_STOPPED_EVENT, f"trial {index} {decision.reason}",
@@ -236,10 +249,11 @@ class TrialOutcomes:
         if limit is None:
             return
         for index, run in list(running.items()):
-            if now - run.started > limit:
+            ran = run.running_for(now)
+            if ran is not None and ran > limit:
                 self.cancel(run)
-                yield index, Outcome(TrialStatus.FAILED, f"timed out after {limit:g}s (budget.trial_timeout)",
-                                     failure_class=FailureClass.TIMEOUT), 0.0
+                yield index, Outcome(TrialStatus.FAILED, f"timed out after {limit:g}s of running "
+                                     "(budget.trial_timeout)", failure_class=FailureClass.TIMEOUT), 0.0
 
     def cancel_ignored(self, index: int) -> None:
         """A cancel request for a trial that is no longer running or waiting: say so in the audit trail."""

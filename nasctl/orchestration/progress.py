@@ -41,6 +41,9 @@ class Progress:
     waiting_for_devices: int = 0  # candidates waiting for free GPUs
     scheduler: str = ""
     unreachable_since: float | None = None  # epoch: the scheduler has not answered since then
+    queued: int = 0  # RUNNING trials whose jobs wait in the scheduler's queue
+    gpu_hours: float = 0.0  # device-hours spent so far (budget.max_gpu_hours)
+    max_gpu_hours: float | None = None
 
 
 class ProgressSink(Protocol):

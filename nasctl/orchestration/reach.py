@@ -34,6 +34,18 @@ SUBMIT_BACKOFF_SECONDS = (5.0, 60.0)
 STATUS, SUBMIT = "status", "submit"
 
 
+BRIEF_CHARS = 200
+
+
+def brief(text: str | None) -> str:
+    """A scheduler's output as one line for a status reason: its first non-empty line,
+    cut at BRIEF_CHARS (the whole of it goes to the event log)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    more = len(lines) > 1 or len(first) > BRIEF_CHARS
+    return (first[:BRIEF_CHARS] + (" ..." if more else "")) or "no error text"
+
+
 def iso(epoch: float) -> str:
     """Epoch seconds as the store's naive-UTC ISO text."""
     return datetime.fromtimestamp(epoch, timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
@@ -74,7 +86,7 @@ class Reachability:
             self._backoff = min(high, max(low, 2 * self._backoff))
             self._next_submit = now + self._backoff
         if started:
-            text = (f"the {self.scheduler} scheduler is unreachable ({error.message}): running trials stay "
+            text = (f"the {self.scheduler} scheduler is unreachable ({brief(error.message)}): running trials stay "
                     f"running and candidates wait; the experiment stops if it lasts "
                     f"{self.settings.unreachable_timeout:g}s (runner.cfg.unreachable_timeout)")
             self.store.add_event(self.exp.id, SCHEDULER_EVENT, text,
@@ -108,14 +120,21 @@ class Reachability:
         """Is the scheduler unreachable now? (Decisions that need it, like cancelling, wait.)"""
         return bool(self._failing)
 
+    def record_last_error(self) -> None:
+        """Keep the last error of an outage, whole, in the event log (the stop reason has its first line)."""
+        if self.error:
+            self.store.add_event(self.exp.id, SCHEDULER_EVENT, f"the {self.scheduler} scheduler's last error",
+                                 data={"scheduler": self.scheduler, "error": self.error})
+
     def expired(self, now: float) -> str | None:
         """The reason to stop the experiment once the outage has lasted `unreachable_timeout`, else None."""
         since = self.since
         if since is None or now - since < self.settings.unreachable_timeout:
             return None
         return (f"the {self.scheduler} scheduler has been unreachable since {iso(since)} UTC, longer than "
-                f"runner.cfg.unreachable_timeout ({self.settings.unreachable_timeout:g}s; last error: {self.error}); "
+                f"runner.cfg.unreachable_timeout ({self.settings.unreachable_timeout:g}s; last error: "
+                f"{brief(self.error)}; the whole of it is in the event log); "
                 f"running trials were left running: `nasctl resume {self.exp.name}` re-attaches them")
 
 
-__all__ = ["Reachability", "SCHEDULER_EVENT", "STATUS", "SUBMIT", "SUBMIT_BACKOFF_SECONDS", "iso"]
+__all__ = ["Reachability", "SCHEDULER_EVENT", "STATUS", "SUBMIT", "SUBMIT_BACKOFF_SECONDS", "brief", "iso"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from nasctl.metrics import TRIAL_INFO_FILE, MetricSummary
 from nasctl.metrics.tensorboard import TensorBoardReader
+from nasctl.orchestration.attempts import epoch
 from nasctl.orchestration.jobs import trial_dir
 from nasctl.runners.base import JobState, JobStatus, SubmittedJob
 from nasctl.runners.polling import LOST_AFTER_SECONDS
@@ -77,6 +78,16 @@ class RunningTrial:
     def index(self) -> int:
         return self.trial.index
 
+    def running_for(self, now: float) -> float | None:
+        """Seconds the current attempt's job has run by `now` (epoch), its runs before a
+        restart included; None while it waits in the scheduler's queue. Timeouts and
+        early stopping judge this, not the time since submission."""
+        last = self.trial.attempts[-1] if self.trial.attempts else None
+        if last is None or "running_since" not in last:
+            return now - self.started
+        since = epoch(last.get("running_since"))
+        return None if since is None else float(last.get("run_s") or 0.0) + now - since
+
     def read_new(self) -> list[Observation]:
         """What the trial logged since the last read (the summary is updated).
 
@@ -103,6 +114,7 @@ class JobEnd:
     failure_class: FailureClass | None = None
     node: str | None = None
     ended_at: float | None = None  # epoch, by the scheduler's clock where it says
+    ran_from: float | None = None  # epoch: when the job's last run began, where the scheduler says
 
 
 def job_end(run: RunningTrial, status: JobStatus | None, now: float,
@@ -123,14 +135,16 @@ def job_end(run: RunningTrial, status: JobStatus | None, now: float,
                           f"(unknown for {now - run.unknown_since:.0f}s)", FailureClass.INFRASTRUCTURE)
         return None
     ended = status.ended_at if status.ended_at is not None and status.ended_at <= now else None
+    ran = status.running_since
     if status.state == JobState.SUCCEEDED:
-        return JobEnd(True, node=status.node, ended_at=ended)
+        return JobEnd(True, node=status.node, ended_at=ended, ran_from=ran)
     if status.state == JobState.CANCELLED:
-        return JobEnd(False, "job was cancelled outside nasctl", status.failure_class or FailureClass.CANCELLED,
-                      status.node, ended)
+        said = (status.message or "").strip().splitlines()
+        return JobEnd(False, "job was cancelled outside nasctl" + (f" ({said[-1]})" if said else ""),
+                      status.failure_class or FailureClass.CANCELLED, status.node, ended, ran)
     msg = (status.message or "").strip().splitlines()
     return JobEnd(False, f"job failed{': ' + msg[-1] if msg else ''}", status.failure_class or FailureClass.USER,
-                  status.node, ended)
+                  status.node, ended, ran)
 
 
 def metric_values(spec: ExperimentSpec, summary: MetricSummary) -> tuple[dict[str, float], list[str]]:

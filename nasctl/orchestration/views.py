@@ -7,11 +7,14 @@ Nothing here writes to the store.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from nasctl.errors import BadInputError
+from nasctl.orchestration.attempts import segments
 from nasctl.orchestration.fidelity import front_trials
 from nasctl.orchestration.reach import SCHEDULER_EVENT
+from nasctl.orchestration.usage import attempt_usage, experiment_usage, queued, trial_usage, usage_row
 from nasctl.pareto import compute_front, exclusions
 from nasctl.spec import ExperimentSpec, spec_from_dict
 from nasctl.store import Store, queries
@@ -25,15 +28,30 @@ def optimizer_label(spec: ExperimentSpec) -> str:
     return str(resolve_method(spec))
 
 
-def trial_row(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
+def trial_row(t: TrialRecord, spec: ExperimentSpec, now: float | None = None) -> dict[str, Any]:
     """A trial as `nasctl trials --json` shows it: its active parameters, values,
-    state, times (ISO 8601 UTC), job handle, devices, failure class and attempts."""
+    state, times (ISO 8601 UTC), job handle, devices, failure class and attempts.
+
+    `duration_s` is the time its jobs ran (all attempts), `queued_s` the time they
+    waited in the scheduler's queue; `queued` says that a RUNNING trial's job waits
+    now (`running_since` null, `pending_reason` the scheduler's reason);
+    `gpu_hours` is devices held x running time, `gpu_hours_lost` the part spent on
+    attempts that failed or runs redone from the start (nasctl/orchestration/usage.py)."""
+    now = time.time() if now is None else now
+    use = trial_usage(t, now)
+    last = t.attempts[-1] if t.attempts else {}
+    live = t.status == TrialStatus.RUNNING and last.get("ended_at") is None
     duration = None
-    if t.started_at and t.ended_at:
+    if t.attempts and "running_since" in last:
+        duration = round(use.run_s, 3) if (t.status.is_terminal or live) else None
+    elif t.started_at and t.ended_at:
         duration = round((t.ended_at - t.started_at).total_seconds(), 3)
     return {
         "index": t.index,
         "status": t.status.value,
+        "queued": queued(t),
+        "running_since": last.get("running_since") if live else None,
+        "pending_reason": last.get("pending_reason") if live and queued(t) else None,
         "parameters": spec.active_parameters(t.parameters),
         "values": t.values,
         "generation_method": t.generation_method,
@@ -42,6 +60,10 @@ def trial_row(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
         "started_at": t.started_at.isoformat() + "Z" if t.started_at else None,
         "ended_at": t.ended_at.isoformat() + "Z" if t.ended_at else None,
         "duration_s": duration,
+        "queued_s": round(use.queued_s, 3),
+        "gpu_hours": round(use.gpu_hours, 6),
+        "gpu_hours_lost": round(use.lost_gpu_hours, 6),
+        "restarts": sum(len(a.get("restarts") or []) for a in t.attempts),
         "failure_reason": t.failure_reason,
         "info": t.info,
         "devices": t.devices,
@@ -53,15 +75,28 @@ def trial_row(t: TrialRecord, spec: ExperimentSpec) -> dict[str, Any]:
     }
 
 
-ATTEMPT_KEYS = ("number", "started_at", "ended_at", "failure_class", "reason", "node", "job")
+ATTEMPT_KEYS = ("number", "started_at", "ended_at", "failure_class", "reason", "node", "job", "running_since",
+                "pending_reason", "restarts")
 
 
-def attempt_rows(t: TrialRecord) -> list[dict[str, Any]]:
-    """A trial's attempts as the API shows them: {number, started_at, ended_at,
-    failure_class, reason, node, job}, oldest first. A trial stored before attempts
-    were recorded shows one attempt from its own times; a candidate that never ran, none."""
+def attempt_rows(t: TrialRecord, now: float | None = None) -> list[dict[str, Any]]:
+    """A trial's attempts as the API shows them: {number, started_at (submitted),
+    ended_at, failure_class, reason, node, job, running_since, pending_reason,
+    restarts, running_s, queued_s, gpu_hours, segments (its waits and runs)},
+    oldest first. A trial stored before
+    attempts were recorded shows one attempt from its own times; a candidate that
+    never ran, none."""
     if t.attempts:
-        return [{k: a.get(k) for k in ATTEMPT_KEYS} for a in t.attempts]
+        now = time.time() if now is None else now
+        rows = []
+        for a in t.attempts:
+            row = {k: a.get(k) for k in ATTEMPT_KEYS}
+            row["restarts"] = list(a.get("restarts") or [])
+            use = attempt_usage(a, now)
+            row.update(running_s=round(use.run_s, 3), queued_s=round(use.queued_s, 3),
+                       gpu_hours=round(use.gpu_hours, 6), segments=segments(a, now))
+            rows.append(row)
+        return rows
     if t.started_at is None:
         return []
     failed = t.status in (TrialStatus.FAILED, TrialStatus.ABANDONED)
@@ -108,10 +143,17 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
     alive = orchestrator_alive(exp)
     done = front_trials(spec, trials)
     res = compute_front(done, spec.objectives, spec.parsed_constraints)
-    durations = [(t.ended_at - t.started_at).total_seconds() for t in trials if t.started_at and t.ended_at]
+    now = time.time()
+    rows = [trial_row(t, spec, now) for t in trials if t.status.is_terminal]
+    durations = [r["duration_s"] for r in rows if r["duration_s"] is not None]
+    waiting = sum(1 for t in trials if queued(t))
+    status = exp.status.value
+    if exp.status == ExperimentStatus.RUNNING and not alive:
+        status = "NOT_RUNNING"  # recorded RUNNING, but no orchestrator drives it (killed): resume it
     return {
         "name": exp.name,
-        "status": exp.status.value,
+        "status": status,
+        "recorded_status": exp.status.value,
         "status_reason": exp.status_reason,
         "created_at": exp.created_at.isoformat() + "Z",
         "updated_at": exp.updated_at.isoformat() + "Z",
@@ -124,6 +166,10 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
         "optimizer": optimizer_label(spec),
         "log_scale": queries.log_scale_metrics(store, exp.id),
         "trials": counts,
+        "queued": waiting,
+        "running": counts[TrialStatus.RUNNING.value] - waiting,
+        "usage": usage_row(experiment_usage(trials, now)),
+        "gpu_hours": round(experiment_usage(trials, now).gpu_hours, 6),
         "hypervolume": res.hypervolume,
         "pareto_size": len(res.indices),
         "mean_trial_seconds": round(sum(durations) / len(durations), 3) if durations else None,

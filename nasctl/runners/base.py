@@ -83,6 +83,10 @@ class JobStatus:
         ended_at: for an ended job, when it ended (epoch seconds), from the job's
             own exit record or the scheduler's accounting, where either says: a job
             that ended while the scheduler could not be asked keeps its true duration.
+        running_since: when the job's current run began (epoch seconds), where the
+            scheduler says (Slurm's Start); None while it waits in the queue, or where
+            the scheduler does not say (the loop then takes the poll that saw it run).
+            A PENDING job's `message` is the scheduler's reason for the wait.
     """
 
     state: JobState
@@ -91,6 +95,7 @@ class JobStatus:
     failure_class: FailureClass | None = None
     node: str | None = None
     ended_at: float | None = None
+    running_since: float | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,10 @@ class Runner(abc.ABC):
     """Default seconds between status queries (`runner.cfg.poll_interval` overrides):
     gentle on a cluster's shared controller and accounting; local runners poll faster."""
     shared_status: bool = False
+    queues: bool = False
+    """Whether a submitted job may wait in a scheduler's queue before it runs (Slurm,
+    Kubernetes, the simulated cluster): its attempt is then queued until a poll sees it
+    RUNNING. False where a job runs as soon as it is submitted (local processes)."""
     """Whether the service should answer every experiment's status query from one
     scheduler query per poll (`nasctl.runners.pool`): True for cluster schedulers."""
 
@@ -178,6 +187,11 @@ class Runner(abc.ABC):
 
     def check_gpu(self, gpu: int) -> None:
         """Raise SpecError when a trial asking for `gpu` devices can never be placed."""
+
+    def check_resources(self, cpu: int, mem_mb: int, gpu: int) -> None:
+        """Raise SpecError when a trial asking for these resources (`trial.resources`)
+        could never run: no node of the cluster offers that much. Called before
+        anything is submitted; a scheduler that cannot be asked is not checked."""
 
 
 def tail_file(path: str, lines: int) -> str:

@@ -190,6 +190,7 @@ class KubernetesRunner(Runner):
     """
 
     scheduler = SCHEDULER
+    queues = True
     shared_status = True
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:

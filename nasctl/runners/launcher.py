@@ -31,10 +31,16 @@ and this wrapper, launched by TorchX, keeps the job's state on disk:
   before the trial started does not start it.
 
 SIGUSR1 and SIGUSR2 (a scheduler's warning before a time limit, e.g. Slurm's
-`--signal`) are forwarded to the trial and recorded nowhere. Under a Slurm job
-step the launcher forwards no signal at all: Slurm signals every process of the
-step itself, and a second delivery would make the trial see each warning twice,
-or kill it with a second SIGTERM while it exits in good order.
+`--signal`) are the trial contract's checkpoint request: the launcher writes
+`$NASCTL_CHECKPOINT_DIR/checkpoint.request` (the signal and the time; a script
+can watch for it) and forwards the signal to the trial. The trial is started
+with both signals ignored, so one that does not handle them (any script that
+does not use the built-in trainer) is not killed by a warning; one that installs
+a handler (the built-in trainer saves) gets it. The exit record lists the
+warnings received (`warned`). Under a Slurm job step the launcher forwards no
+signal at all: Slurm signals every process of the step itself, and a second
+delivery would make the trial see each warning twice, or kill it with a second
+SIGTERM while it exits in good order.
 
 With `NASCTL_WARM_SOCKET` set (see `nasctl.runners.warm`), the training
 process is forked by the warm server instead of started here; `launch.json`
@@ -68,6 +74,29 @@ CHECKPOINT_DIR_ENV, RESUME_ENV, CHECKPOINT_FILE = "NASCTL_CHECKPOINT_DIR", "NASC
 """The checkpoint contract (see nasctl/orchestration/fidelity.py): a restart resumes from CHECKPOINT_FILE."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 WARNING_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
+CHECKPOINT_REQUEST = "checkpoint.request"
+"""Written in `$NASCTL_CHECKPOINT_DIR` when a warning signal arrives: save soon."""
+
+
+def _ignore_warnings() -> None:
+    """In the trial's process before it starts (Popen's preexec_fn): warning signals
+    ignored until the trial installs handlers of its own."""
+    for sig in WARNING_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def request_checkpoint(env: Mapping[str, str], signum: int) -> str | None:
+    """Write the checkpoint request for a warning signal; returns its path (None without a checkpoint folder)."""
+    folder = env.get(CHECKPOINT_DIR_ENV)
+    if not folder:
+        return None
+    path = os.path.join(folder, CHECKPOINT_REQUEST)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        write_json_atomic(path, {"signal": _signame(signum), "time": time.time()})
+    except OSError:
+        return None
+    return path
 
 
 def write_json_atomic(path: str, data: dict[str, Any]) -> None:
@@ -225,6 +254,7 @@ class _Relay:
 
     def __init__(self) -> None:
         self.received: list[int] = []
+        self.warned: list[int] = []
         self._pending: list[int] = []
         self._send: Callable[[int], None] | None = None
         self._forward = "SLURM_STEP_ID" not in os.environ
@@ -246,6 +276,8 @@ class _Relay:
         self._deliver(signum)
 
     def _on_warning(self, signum: int, _frame: object) -> None:
+        self.warned.append(signum)
+        request_checkpoint(os.environ, signum)
         self._deliver(signum)
 
     def attach(self, send: Callable[[int], None]) -> None:
@@ -255,8 +287,10 @@ class _Relay:
             send(signum)
 
 
-def _record_exit(sdir: str, rc: int, received: list[int]) -> None:
+def _record_exit(sdir: str, rc: int, received: list[int], warned: list[int] | None = None) -> None:
     result: dict[str, Any] = {"returncode": rc, "ended": time.time()}
+    if warned:
+        result["warned"] = sorted({_signame(s) for s in warned})
     ended_by = received[0] if received else (-rc if rc < 0 else None)
     if ended_by is not None:
         result["signal"] = _signame(ended_by)
@@ -290,7 +324,7 @@ def _run_trial(sdir: str, cmd: list[str], info: dict[str, Any], relay: _Relay) -
         child_pid, child_start = warm.pid, warm.create_time or create_time(warm.pid)
         relay.attach(warm.signal)
     else:
-        child = subprocess.Popen(cmd)
+        child = subprocess.Popen(cmd, preexec_fn=_ignore_warnings)  # the launcher is single-threaded
         child_pid, child_start = child.pid, create_time(child.pid)
         relay.attach(child.send_signal)
     info.update(child_pid=child_pid, child_create_time=child_start, warm=warm is not None)
@@ -307,7 +341,7 @@ def _run_trial(sdir: str, cmd: list[str], info: dict[str, Any], relay: _Relay) -
                 "error": "the warm server ended before reporting the trial's exit status"})
             return 1
         rc = rc_or_none
-    _record_exit(sdir, rc, relay.received)
+    _record_exit(sdir, rc, relay.received, relay.warned)
     return rc if rc >= 0 else 128 - rc
 
 

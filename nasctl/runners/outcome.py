@@ -39,6 +39,8 @@ def record_status(record: Mapping[str, Any], node: str | None = None) -> JobStat
     - `error` (the launcher could not learn the trial's exit status): FAILED, INFRASTRUCTURE.
     - `cancelled` (nasctl's cancel reached it; see launcher.CANCEL_MARKER): CANCELLED.
     - `returncode` 0: SUCCEEDED.
+    - `signal` among the warnings the launcher received (`warned`: runner.cfg.signal's,
+      which nasctl asked the scheduler for): FAILED, TIMEOUT.
     - `signal` (the trial, or the launcher, was killed by it): FAILED, `signal_class`.
     - any other exit code: FAILED, USER.
     """
@@ -51,6 +53,11 @@ def record_status(record: Mapping[str, Any], node: str | None = None) -> JobStat
     if code == 0:
         return JobStatus(JobState.SUCCEEDED, None, 0, None, node)
     sig = record.get("signal")
+    if sig and str(sig) in (record.get("warned") or []):
+        # the warning runner.cfg.signal asks the scheduler to send before the time limit
+        return JobStatus(JobState.FAILED, f"killed by {sig}, the warning the scheduler sends before the time limit "
+                         "(runner.cfg.signal): the trial restored its default action; handle it to save a checkpoint",
+                         code, FailureClass.TIMEOUT, node)
     if sig:
         cls = signal_class(str(sig))
         why = "crashed" if cls == FailureClass.USER else "not sent by nasctl"

@@ -112,6 +112,7 @@ class PooledRunner(Runner):
         self.scheduler = inner.scheduler
         self.poll_interval = inner.poll_interval
         self.shared_status = True
+        self.queues = inner.queues
 
     def dryrun(self, request: JobRequest) -> str:
         return self.inner.dryrun(request)
@@ -142,6 +143,9 @@ class PooledRunner(Runner):
 
     def check_gpu(self, gpu: int) -> None:
         self.inner.check_gpu(gpu)
+
+    def check_resources(self, cpu: int, mem_mb: int, gpu: int) -> None:
+        self.inner.check_resources(cpu, mem_mb, gpu)
 
 
 __all__ = ["PooledRunner", "StatusPool"]

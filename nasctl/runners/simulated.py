@@ -169,6 +169,7 @@ class SimulatedRunner(Runner):
     """Runs `trial.function` calls on a simulated cluster (see the module docstring)."""
 
     scheduler = SCHEDULER
+    queues = True
     poll_interval = 0.25
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:

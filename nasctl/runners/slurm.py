@@ -95,6 +95,18 @@ FAILURE_CLASSES = {
 }
 """The `FailureClass` of each Slurm state that ends a job without a result (CANCELLED is CANCELLED)."""
 SIGNAL_OPTION = re.compile(r"(R:)?(SIG)?(USR1|USR2)(@([0-9]{1,5}))?")
+UNSCHEDULABLE_REASONS = {
+    "PartitionConfig": "the request exceeds what the partition's nodes offer",
+    "PartitionNodeLimit": "the request needs more nodes than the partition allows",
+    "PartitionTimeLimit": "runner.cfg.time is above the partition's time limit",
+    "BadConstraints": "no node has the features runner.cfg.constraint asks for",
+    "InvalidQOS": "the job's QOS is invalid",
+    "InvalidAccount": "the job's account is invalid",
+    "AccountNotAllowed": "the job's account may not use the partition",
+    "QOSNotAllowed": "the job's QOS may not use the partition",
+}
+"""Reasons for which Slurm holds a job PENDING that waiting cannot clear: the job is
+ended UNSCHEDULABLE (and cancelled) instead of being waited on forever."""
 
 
 @dataclass(frozen=True)
@@ -141,19 +153,95 @@ def map_state(record: SlurmRecord) -> JobStatus:
     base = record.state.split()[0] if record.state else ""
     node = record.node if record.node and record.node not in ("None", "None assigned", "(null)") else None
     if base in PENDING_STATES:
+        reason = record.reason.split(",")[0].strip()
+        if reason in UNSCHEDULABLE_REASONS:
+            return JobStatus(JobState.FAILED, f"Slurm job {record.job_id} can never run: it is held PENDING "
+                             f"({reason}: {UNSCHEDULABLE_REASONS[reason]})",
+                             failure_class=FailureClass.UNSCHEDULABLE)
         return JobStatus(JobState.PENDING, None if record.reason in ("", "None") else record.reason)
+    start = slurm_time(record.start)
     if base in RUNNING_STATES:
-        return JobStatus(JobState.RUNNING, node=node)
+        return JobStatus(JobState.RUNNING, node=node, running_since=start)
     if base == "COMPLETED":
-        return JobStatus(JobState.SUCCEEDED, None, record.exit_code, node=node)
+        return JobStatus(JobState.SUCCEEDED, None, record.exit_code, node=node, running_since=start)
     if base == "CANCELLED":
         return JobStatus(JobState.CANCELLED, f"Slurm job {record.job_id}: {record.state}", record.exit_code,
-                         FailureClass.CANCELLED, node)
+                         FailureClass.CANCELLED, node, running_since=start)
     if base in FAILED_REASONS:
         code = f" (exit code {record.exit_code})" if base == "FAILED" and record.exit_code is not None else ""
         return JobStatus(JobState.FAILED, f"Slurm job {record.job_id} {base}: {FAILED_REASONS[base]}{code}",
-                         record.exit_code, FAILURE_CLASSES[base], node)
+                         record.exit_code, FAILURE_CLASSES[base], node, running_since=start)
     return JobStatus(JobState.UNKNOWN, f"Slurm job {record.job_id} is in state {record.state!r}")
+
+
+@dataclass(frozen=True)
+class NodeOffer:
+    """What one node of a partition offers a job (`sinfo`)."""
+
+    node: str
+    cpus: int
+    mem_mb: int
+    gpus: int
+
+
+def _gres_gpus(gres: str) -> int:
+    """GPUs in a node's gres text (`gpu:4`, `gpu:a100:2(S:0-1)`, `(null)`)."""
+    total = 0
+    for item in gres.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == "gpu" and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total
+
+
+def partition_offers(partition: str | None) -> tuple[str, list[NodeOffer]] | None:
+    """The nodes of `partition` (the default partition when None) and what each offers,
+    from one `sinfo` call; None when Slurm cannot be asked or has no such partition."""
+    try:
+        p = _run(["sinfo", "-h", "-N", "-o", "%N|%c|%m|%G|%P"])
+    except RunnerError:
+        return None
+    if p.returncode != 0:
+        return None
+    nodes: dict[str, list[NodeOffer]] = {}
+    default = None
+    for line in p.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 5 or not parts[1].isdigit():
+            continue
+        name = parts[4].rstrip("*")
+        if parts[4].endswith("*"):
+            default = name
+        mem = parts[2].rstrip("+")
+        nodes.setdefault(name, []).append(
+            NodeOffer(parts[0], int(parts[1]), int(mem) if mem.isdigit() else 0, _gres_gpus(parts[3])))
+    chosen = partition or default
+    if chosen is None or chosen not in nodes:
+        return None
+    return chosen, nodes[chosen]
+
+
+def check_fits(partition: str, offers: Sequence[NodeOffer], cpus: int, mem_mb: int, gpus: int,
+               cpu_source: str = "trial.resources.cpu") -> None:
+    """Refuse a request that no node of the partition can ever run.
+
+    Raises:
+        SpecError: names the resource, what was asked and the most any node has.
+    """
+    asked = {"cpu": (cpus, "CPUs", cpu_source), "mem_mb": (mem_mb, "MB of memory", "trial.resources.mem_mb"),
+             "gpu": (gpus, "GPUs", "trial.resources.gpu")}
+    most = {"cpu": max(o.cpus for o in offers), "mem_mb": max(o.mem_mb for o in offers),
+            "gpu": max(o.gpus for o in offers)}
+    for key, (n, unit, source) in asked.items():
+        if n > most[key]:
+            raise SpecError(f"{source} asks for {n} {unit} per trial, but no node of Slurm partition {partition!r} "
+                            f"has more than {most[key]}: the job could never run",
+                            f"lower {source.split(' ')[0]} to at most {most[key]}, or choose another partition "
+                            "(runner.cfg.partition)")
+    if not any(o.cpus >= cpus and o.mem_mb >= mem_mb and o.gpus >= gpus for o in offers):
+        raise SpecError(f"no node of Slurm partition {partition!r} has {cpus} CPUs, {mem_mb} MB and {gpus} GPUs "
+                        "at once: the job could never run",
+                        "lower trial.resources, or choose another partition (runner.cfg.partition)")
 
 
 def check_signal(value: object) -> str:
@@ -198,6 +286,11 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(cmd, 124, "", f"{cmd[0]} did not answer within {COMMAND_TIMEOUT_SECONDS:g}s")
 
 
+def _first_line(text: str) -> str:
+    """The first non-empty line of a command's output (Slurm repeats its errors on many lines)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
 def controller_unreachable() -> str | None:
     """What `scontrol ping` says when the Slurm controller is down or does not answer, else None."""
     p = _run(["scontrol", "ping"])
@@ -232,16 +325,18 @@ def query_jobs(job_ids: Sequence[str]) -> dict[str, SlurmRecord]:
     missing = sorted(set(job_ids) - set(found))
     if missing:
         # the controller still knows recent jobs (MinJobAge), also while slurmdbd is down
-        q = _run(["squeue", "-h", "-t", "all", "-j", ",".join(missing), "-o", "%i|%j|%T|%N|%r"])
+        q = _run(["squeue", "-h", "-t", "all", "-j", ",".join(missing), "-o", "%i|%j|%T|%N|%S|%r"])
         if q.returncode != 0 and p.returncode != 0:
             raise SchedulerUnreachable(f"the Slurm controller and accounting do not answer (sacct: "
-                                       f"{p.stderr.strip() or p.returncode}; squeue: {q.stderr.strip() or q.returncode})",
-                                       CLUSTER_HINT)
+                                       f"{_first_line(p.stderr) or p.returncode}; squeue: "
+                                       f"{_first_line(q.stderr) or q.returncode})", CLUSTER_HINT)
         for line in q.stdout.splitlines() if q.returncode == 0 else []:
             parts = line.split("|")
-            if len(parts) >= 5:
+            if len(parts) >= 6:
                 jid = parts[0].split("+")[0]
-                found[jid] = SlurmRecord(jid, parts[1], parts[2], None, "|".join(parts[4:]), parts[3])
+                # squeue prints a pending job's expected start as its StartTime: not a start
+                start = parts[4] if parts[2] not in PENDING_STATES else ""
+                found[jid] = SlurmRecord(jid, parts[1], parts[2], None, "|".join(parts[5:]), parts[3], start)
     return found
 
 
@@ -280,6 +375,7 @@ class SlurmRunner(Runner):
 
     scheduler = SCHEDULER
     shared_status = True
+    queues = True
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
         self.cfg, own = split_cfg(SCHEDULER, cfg, own={"nproc_per_node", "signal"}, reserved={"job_dir"})
@@ -298,6 +394,16 @@ class SlurmRunner(Runner):
 
             self._runner = get_runner()
         return self._runner
+
+    def check_resources(self, cpu: int, mem_mb: int, gpu: int) -> None:
+        """Refuse, before anything is submitted, a request no node of the partition can
+        satisfy (`sinfo`); nothing is checked when Slurm cannot be asked."""
+        found = partition_offers(self.cfg.get("partition"))
+        if found is None:
+            return
+        source = "trial.resources.cpu" if self.nproc_per_node == 1 else \
+            f"trial.resources.cpu x runner.cfg.nproc_per_node ({cpu} x {self.nproc_per_node})"
+        check_fits(found[0], found[1], cpu * self.nproc_per_node, mem_mb, gpu, source)
 
     def _command(self, request: JobRequest) -> list[str]:
         cmd = [request.entrypoint, *request.args]
@@ -373,7 +479,7 @@ class SlurmRunner(Runner):
             return SubmittedJob(handle=handle, metadata=meta)
         p = _run(["squeue", "-h", "-t", "PD,CF,R,CG,S,RQ", "-n", f"{request.name}-0", "-O", "JobID:|,StdOut:|"])
         if p.returncode != 0:
-            raise SchedulerUnreachable(f"squeue failed: {p.stderr.strip() or p.returncode}", CLUSTER_HINT)
+            raise SchedulerUnreachable(f"squeue failed: {_first_line(p.stderr) or p.returncode}", CLUSTER_HINT)
         ids = []
         for line in p.stdout.splitlines():
             jid, _, rest = line.partition("|")
@@ -445,7 +551,7 @@ class SlurmRunner(Runner):
         mark_cancel(job.metadata.get("state_dir"), job.handle)
         p = _run(["scancel", jid])
         if p.returncode != 0 and "Invalid job id" not in p.stderr and "already completing" not in p.stderr:
-            raise RunnerError(f"scancel {jid} failed: {p.stderr.strip()}", CLUSTER_HINT)
+            raise RunnerError(f"scancel {jid} failed: {_first_line(p.stderr)}", CLUSTER_HINT)
 
     def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
         """The end of the trial's stderr and stdout, then of the batch script's own output."""
@@ -467,4 +573,5 @@ def create_runner(cfg: Mapping[str, Any] | None = None) -> SlurmRunner:
     return SlurmRunner(cfg)
 
 
-__all__ = ["SlurmRunner", "SlurmRecord", "check_signal", "create_runner", "map_state", "query_jobs"]
+__all__ = ["NodeOffer", "SlurmRunner", "SlurmRecord", "check_fits", "check_signal", "create_runner", "map_state",
+           "partition_offers", "query_jobs"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
@@ -29,6 +30,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from nasctl.errors import BadInputError, LeaseError, NasctlError
 from nasctl.leases import LeaseOwner
 from nasctl.orchestration import views
+from nasctl.orchestration.usage import experiment_usage, queued
 from nasctl.server.supervisor import Supervisor
 from nasctl.spec import apply_overrides, parse_spec_in, spec_changes
 from nasctl.store import queries
@@ -171,6 +173,12 @@ def metrics_text(sup: Supervisor) -> str:
         "answering (Unix time); absent while it answers.",
         "# TYPE nasctl_scheduler_unreachable_since_seconds gauge",
         *_unreachable(sup, [exp for exp, _ in experiments]),
+        "# HELP nasctl_trials_queued RUNNING trials of an active experiment whose jobs wait in the scheduler's queue.",
+        "# TYPE nasctl_trials_queued gauge",
+        "# HELP nasctl_gpu_hours Device-hours (GPUs held x running time) of an active experiment; "
+        "part=lost: attempts that failed or runs redone.",
+        "# TYPE nasctl_gpu_hours gauge",
+        *_usage(sup, [exp for exp, _ in experiments if exp.id in active]),
         "# HELP nasctl_service_start_time_seconds When this service started (Unix time).",
         "# TYPE nasctl_service_start_time_seconds gauge",
         f"nasctl_service_start_time_seconds {sup.started_at:.3f}",
@@ -186,6 +194,20 @@ def _quantiles(name: str, values: list[float]) -> list[str]:
         for q in (0.5, 0.95):
             out.append(f'{name}{{quantile="{q}"}} {ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.6g}')
     out += [f"{name}_sum {sum(values):.6g}", f"{name}_count {len(values)}"]
+    return out
+
+
+def _usage(sup: Supervisor, experiments: list[ExperimentRecord]) -> list[str]:
+    """Queued trials and GPU-hours of each active experiment."""
+    out = []
+    now = time.time()
+    for exp in experiments:
+        trials = sup.store.list_trials(exp.id)
+        use = experiment_usage(trials, now)
+        name = _label(exp.name)
+        out += [f'nasctl_trials_queued{{experiment="{name}"}} {sum(1 for t in trials if queued(t))}',
+                f'nasctl_gpu_hours{{experiment="{name}",part="total"}} {use.gpu_hours:.6g}',
+                f'nasctl_gpu_hours{{experiment="{name}",part="lost"}} {use.lost_gpu_hours:.6g}']
     return out
 
 

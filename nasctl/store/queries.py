@@ -114,6 +114,24 @@ def changed_trial_indices(store: Store, experiment_id: int, after_id: int) -> tu
 
 
 @retrying
+def trial_attempts(
+    store: Store, experiment_id: int, indices: Iterable[int] | None = None
+) -> list[tuple[int, str, list[dict[str, Any]]]]:
+    """(index, status, attempts) of every trial (or of the given ones), in index order:
+    what running time, queue waits and GPU-hours are computed from."""
+    base = select(TrialRow.index, TrialRow.status, TrialRow.attempts).where(TrialRow.experiment_id == experiment_id)
+    out: list[tuple[int, str, list[dict[str, Any]]]] = []
+    with store._session() as s:  # noqa: SLF001
+        if indices is None:
+            return [(int(i), str(st), list(a or [])) for i, st, a in s.execute(base.order_by(TrialRow.index))]
+        wanted = sorted(set(indices))
+        for start in range(0, len(wanted), 900):
+            q = base.where(TrialRow.index.in_(wanted[start : start + 900])).order_by(TrialRow.index)
+            out.extend((int(i), str(st), list(a or [])) for i, st, a in s.execute(q))
+    return out
+
+
+@retrying
 def trial_points(
     store: Store, experiment_id: int, indices: Iterable[int] | None = None
 ) -> list[tuple[int, str, dict[str, float]]]:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import math
 import threading
+import time
+from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
+from nasctl.orchestration.usage import Usage, attempts_usage, usage_row, waiting
 from nasctl.pareto import FrontResult, compute_front, hypervolume_history
 from nasctl.spec import ExperimentSpec, spec_from_dict
 from nasctl.store import Store
@@ -244,3 +247,54 @@ def parallel_sample(a: ExperimentAnalysis, limit: int) -> list[int]:
         step = max(1, -(-len(rest) // room))
         chosen += rest[::step][:room]
     return sorted(chosen)
+
+
+class UsageCache:
+    """Queue and GPU-hours of experiments for the dashboard, kept by change cursor.
+
+    The trials that ended are summed once and read again only when an event after
+    the cached cursor names them; those still waiting or running are counted at
+    every request (their time grows without events)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        # experiment id -> (cursor, index -> (status, attempts) of unfinished trials, sum over finished ones,
+        #                   index -> usage of each finished one)
+        # (keyed by id and creation time: a deleted experiment's id may be given to a new one)
+        self._entries: dict[tuple[int, datetime], tuple[int, dict[int, tuple[TrialStatus, list[dict[str, Any]]]],
+                                                          Usage, dict[int, Usage]]] = {}
+
+    def summary(self, experiment: ExperimentRecord) -> dict[str, Any]:
+        """{queued, running, usage: {running_s, queued_s, gpu_hours, gpu_hours_lost}} as of now."""
+        now = time.time()
+        with self._lock:
+            hit = self._entries.get((experiment.id, experiment.created_at))
+        if hit is None:
+            cursor = queries.change_cursor(self.store, experiment.id)
+            rows = queries.trial_attempts(self.store, experiment.id)
+            live: dict[int, tuple[TrialStatus, list[dict[str, Any]]]] = {}
+            done: dict[int, Usage] = {}
+            total = Usage()
+        else:
+            cursor, changed, _ = queries.changed_trial_indices(self.store, experiment.id, hit[0])
+            rows = queries.trial_attempts(self.store, experiment.id, changed) if changed else []
+            live, total, done = dict(hit[1]), hit[2], dict(hit[3])
+        for index, status_text, attempts in rows:
+            status = TrialStatus(status_text)
+            if index in done:
+                total = total - done.pop(index)
+            live.pop(index, None)
+            if status.is_terminal:
+                done[index] = attempts_usage(status, attempts, now)
+                total = total + done[index]
+            else:
+                live[index] = (status, attempts)
+        with self._lock:
+            self._entries[(experiment.id, experiment.created_at)] = (cursor, live, total, done)
+        use = total
+        for status, attempts in live.values():
+            use = use + attempts_usage(status, attempts, now)
+        waits = sum(1 for status, attempts in live.values() if waiting(status, attempts))
+        running = sum(1 for status, _ in live.values() if status == TrialStatus.RUNNING)
+        return {"queued": waits, "running": running - waits, "usage": usage_row(use)}

@@ -26,7 +26,7 @@ from nasctl.store import queries
 from nasctl.types import TrialStatus
 from nasctl.orchestration import views
 from nasctl.web import logs, serializers
-from nasctl.web.analysis import AnalysisCache, ExperimentAnalysis, parallel_sample
+from nasctl.web.analysis import AnalysisCache, ExperimentAnalysis, UsageCache, parallel_sample
 from nasctl.web.insights import parse_filters
 
 
@@ -57,6 +57,7 @@ class WebState:
         self.store = store
         self.token = token
         self.cache = AnalysisCache(store)
+        self.usage = UsageCache(store)
         self.diag_lock = threading.Lock()
         # name -> (cursor, the diagnostics or the error computing them raised)
         self.diagnostics: dict[str, tuple[int, dict[str, Any] | NasctlError]] = {}
@@ -142,7 +143,7 @@ def experiment(request: Request, name: Name) -> dict[str, Any]:
     st = state(request)
     a = st.cache.get(name)
     note = store_manage.get_note(st.store, a.experiment.id)
-    return {**serializers.experiment_summary(a), "note": serializers.note(note),
+    return {**serializers.experiment_summary(a), **st.usage.summary(a.experiment), "note": serializers.note(note),
             "scheduler_unreachable": views.scheduler_unreachable(st.store, a.experiment)}
 
 
@@ -230,7 +231,7 @@ def changes(
     return {
         "changed": True,
         "cursor": a.cursor,
-        "experiment": serializers.experiment_summary(a),
+        "experiment": {**serializers.experiment_summary(a), **st.usage.summary(exp)},
         "trials": {
             "index": [a.indices[k] for k in rows],
             "status": [a.statuses[k] for k in rows],

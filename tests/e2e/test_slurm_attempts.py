@@ -25,6 +25,7 @@ import pytest
 from nasctl.runners.base import JobRequest, JobState, JobStatus, SubmittedJob
 from nasctl.runners.launcher import EXIT, LAUNCH, read_json
 from nasctl.runners.slurm import SlurmRunner, job_id_of
+from nasctl.types import FailureClass
 from tests.cluster import require_slurm
 
 pytestmark = pytest.mark.e2e
@@ -54,6 +55,12 @@ def saved(signum, frame):
     print('time limit reached, results saved', flush=True)
     sys.exit(0)
 signal.signal(signal.SIGTERM, saved)
+print('training', flush=True)
+time.sleep(600)
+"""
+
+IGNORES_WARNINGS = """
+import time
 print('training', flush=True)
 time.sleep(600)
 """
@@ -98,6 +105,9 @@ def time_limit_jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
         "timeout": SlurmRunner({"time": "1"}).submit(request(tmp, "slurm-exit0-timeout", EXITS_0_AT_THE_TIME_LIMIT)),
         "warned": SlurmRunner({"time": "2", "signal": "USR1@90"}).submit(request(tmp, "slurm-warned",
                                                                                  COUNTS_WARNINGS)),
+        # a script that does not handle the warning: it must not die of it
+        "unhandled": SlurmRunner({"time": "1", "signal": "USR1@50"}).submit(
+            request(tmp, "slurm-unhandled", IGNORES_WARNINGS, {"NASCTL_CHECKPOINT_DIR": str(tmp / "unhandled-ckpt")})),
     }
     yield jobs
     for job in jobs.values():
@@ -171,4 +181,19 @@ def test_the_signal_option_warns_the_trial_once_before_its_time_limit(
     assert "warnings: 1" in runner.log_tail(job), runner.log_tail(job)
     assert (st.state, st.failure_class) == (JobState.SUCCEEDED, None), st
     done = json.loads((Path(job.metadata["state_dir"]) / EXIT).read_text())
-    assert done == {"returncode": 0, "ended": done["ended"]}  # a warning is no stop signal and no cancellation
+    # a warning is no stop signal and no cancellation
+    assert done == {"returncode": 0, "ended": done["ended"], "warned": ["SIGUSR1"]}
+
+
+def test_a_trial_that_does_not_handle_the_warning_runs_to_its_time_limit(
+        time_limit_jobs: dict[str, SubmittedJob]) -> None:
+    """Slurm's --signal reaches every process of the step; a script without a handler is
+    not killed by it (the launcher started it with the warning ignored) and ends at the
+    time limit as `timeout`, never as an infrastructure failure "not sent by nasctl"."""
+    job, runner = time_limit_jobs["unhandled"], SlurmRunner({})
+    st = wait_status(runner, job, lambda s: s.state.is_terminal, 240, "the time limit")
+    assert (st.state, st.failure_class) == (JobState.FAILED, FailureClass.TIMEOUT), st
+    done = json.loads((Path(job.metadata["state_dir"]) / EXIT).read_text())
+    assert done["warned"] == ["SIGUSR1"] and done["signal"] == "SIGTERM", done
+    request_file = Path(job.metadata["state_dir"]).parent.parent / "unhandled-ckpt" / "checkpoint.request"
+    assert json.loads(request_file.read_text())["signal"] == "SIGUSR1"

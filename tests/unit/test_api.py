@@ -143,7 +143,8 @@ def test_run_blocks_returns_data_and_leaves_the_process_as_it_was(tmp_path: Path
     frame = exp.trials_dataframe()
     assert list(frame.index) == list(range(6)) and frame.index.name == "trial"
     assert list(frame.columns) == ["status", "method", "params.x", "params.y", "params.act", "metrics.f1",
-                                   "metrics.f2", "metrics.g", "pareto", "started_at", "ended_at", "duration_s", "failure_reason",
+                                   "metrics.f2", "metrics.g", "pareto", "started_at", "ended_at", "duration_s",
+                                   "queued_s", "gpu_hours", "gpu_hours_lost", "restarts", "failure_reason",
                                    "failure_class", "attempts", "note"]
     assert (frame["attempts"] == 1).all()  # every trial ran once
     for t in trials:

@@ -176,14 +176,44 @@ def started(out: Path) -> bool:
     return out.exists() and "ready" in out.read_text()
 
 
-def test_the_launcher_forwards_a_warning_signal_and_does_not_record_it(tmp_path: Path) -> None:
-    sdir, out = tmp_path / "job", tmp_path / "signals.txt"
-    proc = launcher(sdir, WAIT_FOR_SIGNALS.format(out=str(out), exit_on_usr1=True))
+def test_the_launcher_forwards_a_warning_signal_as_a_checkpoint_request(tmp_path: Path) -> None:
+    sdir, out, ckpt = tmp_path / "job", tmp_path / "signals.txt", tmp_path / "ckpt"
+    proc = launcher(sdir, WAIT_FOR_SIGNALS.format(out=str(out), exit_on_usr1=True), {"NASCTL_CHECKPOINT_DIR": str(ckpt)})
     wait_for("the trial to start", lambda: started(out))
     proc.send_signal(signal.SIGUSR1)  # to the launcher only
     assert proc.wait(30) == 0
     assert out.read_text().split() == ["ready", "SIGUSR1"]
-    assert read_json(str(sdir / EXIT)) == {"returncode": 0, "ended": pytest.approx(time.time(), abs=30)}
+    # a warning, not a stop signal and no cancellation
+    assert read_json(str(sdir / EXIT)) == {"returncode": 0, "ended": pytest.approx(time.time(), abs=30),
+                                           "warned": ["SIGUSR1"]}
+    assert read_json(str(ckpt / "checkpoint.request"))["signal"] == "SIGUSR1"  # type: ignore[index]
+
+
+IGNORES_SIGNALS = """
+import sys, time
+open({out!r}, 'a').write('ready\\n')
+time.sleep(1.5)
+sys.exit(0)
+"""
+
+
+def test_a_trial_that_does_not_handle_warnings_is_not_killed_by_one(tmp_path: Path) -> None:
+    """Any script without a handler: the launcher starts it with the warnings ignored.
+    Under Slurm, `--signal` reaches every process of the step (here: sent to the trial itself)."""
+    sdir, out = tmp_path / "job", tmp_path / "signals.txt"
+    proc = launcher(sdir, IGNORES_SIGNALS.format(out=str(out)), {"SLURM_STEP_ID": "0"})
+    wait_for("the trial to start", lambda: started(out))
+    child = read_json(str(sdir / LAUNCH))["child_pid"]  # type: ignore[index]
+    os.kill(child, signal.SIGUSR1)
+    proc.send_signal(signal.SIGUSR1)
+    assert proc.wait(30) == 0
+    assert read_json(str(sdir / EXIT))["warned"] == ["SIGUSR1"]  # type: ignore[index]
+
+
+def test_a_trial_killed_by_the_warning_nasctl_asked_for_is_a_timeout_not_infrastructure() -> None:
+    st = record_status({"returncode": -10, "signal": "SIGUSR1", "warned": ["SIGUSR1"]})
+    assert st.failure_class == FailureClass.TIMEOUT and "not sent by nasctl" not in (st.message or ""), st
+    assert record_status({"returncode": -10, "signal": "SIGUSR1"}).failure_class == FailureClass.INFRASTRUCTURE
 
 
 def test_under_a_slurm_step_the_launcher_leaves_warnings_to_slurm(tmp_path: Path) -> None:

@@ -53,7 +53,8 @@ def test_csv_has_the_pareto_flag(synthetic: tuple[str, list[dict[str, Any]]]) ->
     url, trials = synthetic
     rows = list(csv.DictReader(io.StringIO(run_cli("export", "exp", "--format", "csv", "--db", url).stdout)))
     assert [r["pareto"] for r in rows] == ["true" if t["pareto"] else "false" for t in trials]
-    assert list(rows[0])[-7:] == ["pareto", "duration_s", "devices", "failure_reason", "failure_class", "attempts", "note"]
+    assert list(rows[0])[-11:] == ["pareto", "duration_s", "queued_s", "gpu_hours", "gpu_hours_lost", "restarts",
+                                   "devices", "failure_reason", "failure_class", "attempts", "note"]
 
 
 def _accumulator(path: Path) -> Any:

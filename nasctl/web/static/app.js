@@ -191,12 +191,16 @@ function renderSummary(s) {
   const ref = Object.entries(s.reference_point).map(([k, v]) => k + "=" + fmt(v)).join(", ");
   const cards = [
     card("progress", el("span", {}, progressBar(s.progress), " " + s.finished_trials + " / " + s.budget.max_trials)),
-    card("trials by state", countsText(s.trials) || "none"),
+    card("trials by state", (countsText(s.trials) || "none") + (s.queued ? " (" + s.queued + " of the running queued by the scheduler)" : "")),
     card("hypervolume", fmt(s.hypervolume)),
     card("Pareto front", s.pareto_size + " of " + s.feasible + " feasible"),
     card("reference point", ref),
     card("objectives", s.objectives.map((o) => o.name + " (" + (o.goal === "maximize" ? "max" : "min") + ")").join(", ")),
   ];
+  if (s.usage && (s.usage.gpu_hours || s.budget.max_gpu_hours)) {
+    cards.push(card("GPU-hours", fmt(s.usage.gpu_hours) + (s.usage.gpu_hours_lost ? " (" + fmt(s.usage.gpu_hours_lost) + " lost to failed or redone attempts)" : "")
+      + (s.budget.max_gpu_hours ? " of " + fmt(s.budget.max_gpu_hours) : "")));
+  }
   if (s.constraints.length) cards.push(card("constraints", s.constraints.join(", ")));
   const logScale = (s.log_scale || []).length ? "; on the log scale: " + s.log_scale.join(", ") : "";
   cards.push(card("optimizer", s.optimizer + ", " + s.initial_trials + " quasi-random first" + logScale));
@@ -346,6 +350,8 @@ function tableColumns() {
   for (const m of axisChoices(s)) cols.push({ key: "values." + m, label: m, get: (r) => r.values[m] });
   for (const p of s.parameters) cols.push({ key: "parameters." + p, label: p, get: (r) => r.parameters[p] });
   cols.push({ key: null, label: "duration (s)", get: (r) => r.duration_s });
+  cols.push({ key: null, label: "queued (s)", get: (r) => r.queued_s });
+  cols.push({ key: null, label: "GPU-h", get: (r) => r.gpu_hours });
   return cols;
 }
 
@@ -397,7 +403,9 @@ async function loadTable() {
         const label = String(r.index) + (front.has(r.index) ? " \u2605" : "");
         return el("td", {}, REPORT ? label : el("a", { href: trialUrl(name, r.index), text: label }));
       }
-      if (c.key === "status") return el("td", {}, statusBadge(r.status), r.waiting_for_devices ? el("span", { class: "muted", text: " waiting for devices" }) : null);
+      if (c.key === "status") return el("td", {}, statusBadge(r.queued ? "QUEUED" : r.status),
+        r.waiting_for_devices ? el("span", { class: "muted", text: " waiting for devices" }) : null,
+        r.pending_reason ? el("span", { class: "muted", text: " " + r.pending_reason }) : null);
       if (c.key === "generation_method") return el("td", { text: r.generation_method });
       return el("td", { text: fmt(c.get(r)) });
     }))));
@@ -578,7 +586,10 @@ async function trialPage() {
     t = await api(base);
     document.title = "nasctl — " + name + " trial " + index;
     document.getElementById("title").replaceChildren(el("a", { href: expUrl(name), text: name }), document.createTextNode(" · trial " + index + " "), statusBadge(t.status));
-    const cards = [card("method", t.generation_method), card("duration", t.duration_s === null ? "—" : fmt(t.duration_s) + " s")];
+    const cards = [card("method", t.generation_method), card("duration", t.duration_s === null ? "—" : fmt(t.duration_s) + " s running")];
+    if (t.queued_s >= 1 || t.queued) cards.push(card("queued", fmt(t.queued_s) + " s" + (t.pending_reason ? " (" + t.pending_reason + ")" : "")));
+    if (t.gpu_hours) cards.push(card("GPU-hours", fmt(t.gpu_hours) + (t.gpu_hours_lost ? " (" + fmt(t.gpu_hours_lost) + " lost)" : "")));
+    if (t.restarts) cards.push(card("restarts", String(t.restarts)));
     if (t.failure_reason) cards.push(card("failure", (t.failure_class ? t.failure_class + ": " : "") + t.failure_reason));
     if (t.attempts && t.attempts.length > 1) cards.push(card("attempts", String(t.attempts.length)));
     if (!state.readOnly && !t.terminal) cards.push(card("control", el("button", { class: "danger", type: "button", id: "cancel", onclick: cancelTrial, text: "cancel trial" })));
@@ -680,19 +691,35 @@ function renderTimeline(t) {
   const bars = [];
   const at = (s) => (s ? new Date(s) : null);
   const created = at(t.created_at);
-  const colors = { user: "#d62728", infrastructure: "#ff7f0e", timeout: "#9467bd", cancelled: "#7f7f7f" };
-  // one bar per attempt (a retried trial ran more than once), the waits between them in the queue's colour
+  const colors = { user: "#d62728", infrastructure: "#ff7f0e", timeout: "#9467bd", cancelled: "#7f7f7f", unschedulable: "#8c564b" };
+  // per attempt (a retried trial ran more than once): its waits in the scheduler's queue and its runs
+  // (a requeued job waits again), from the server's segments; the gaps between attempts are waits to retry
   let last = created;
   const attempts = t.attempts || [];
   attempts.forEach((a) => {
     const start = at(a.started_at);
     const end = at(a.ended_at) || (t.terminal ? at(t.ended_at) : new Date());
     if (!start || !end) return;
-    if (last && start > last) bars.push({ phase: a.number === 1 ? "queued" : "waiting to retry", start: last, end: start, color: "#b7a6f0" });
-    // the bar is the time the attempt ran; how it ended follows the arrow
-    const ended = a.failure_class || (a.ended_at && t.terminal ? t.status.toLowerCase() : null);
-    const phase = (attempts.length > 1 ? "attempt " + a.number + " " : "") + "running" + (a.node ? " on " + a.node : "") + (ended ? " \u2192 " + ended : "");
-    bars.push({ phase, start, end, color: colors[a.failure_class] || (a.ended_at && t.status === "COMPLETED" ? "#2ca02c" : "#2b6de0") });
+    if (last && start > last) bars.push({ phase: a.number === 1 ? "waiting to start" : "waiting to retry", start: last, end: start, color: "#d9d2f5" });
+    const pieces = (a.segments && a.segments.length) ? a.segments : [{ phase: "running", start: a.started_at, end: a.ended_at }];
+    const runs = pieces.filter((p) => p.phase === "running").length;
+    let run = 0;
+    const prefix = attempts.length > 1 ? "attempt " + a.number + " " : "";
+    pieces.forEach((p) => {
+      const s = at(p.start), e = at(p.end) || end;
+      if (!s || !e) return;
+      if (p.phase === "queued") {
+        bars.push({ phase: prefix + "queued by the scheduler", start: s, end: e, color: "#b7a6f0" });
+        return;
+      }
+      run += 1;
+      // a run's bar: how the attempt ended follows the arrow on its last run; earlier runs ended in a restart
+      const lastRun = run === runs;
+      const ended = lastRun ? (a.failure_class || (a.ended_at && t.terminal ? t.status.toLowerCase() : null)) : "restarted";
+      const phase = prefix + "running" + (a.node ? " on " + a.node : "") + (ended ? " \u2192 " + ended : "");
+      const color = !lastRun ? "#ffbb78" : colors[a.failure_class] || (a.ended_at && t.status === "COMPLETED" ? "#2ca02c" : "#2b6de0");
+      bars.push({ phase, start: s, end: e, color });
+    });
     last = end;
   });
   const secs = (b) => { const s = (b.end - b.start) / 1000; return s < 120 ? s.toFixed(1) + " s" : (s / 60).toFixed(1) + " min"; };
