@@ -107,7 +107,7 @@ class ProgressDisplay:
                          "", "", "")
         if getattr(p, "gpu_hours", 0) or getattr(p, "max_gpu_hours", None):
             limit = f" of {p.max_gpu_hours:g}" if p.max_gpu_hours else ""
-            head.add_row("", f"{p.gpu_hours:.2f}{limit} GPU-hours", "", "", "")
+            head.add_row("", f"{p.gpu_hours:.3g}{limit} GPU-hours", "", "", "")
         if getattr(p, "waiting_for_devices", 0):
             head.add_row("", f"[yellow]{p.waiting_for_devices} waiting for devices[/]", "", "", "")
         if getattr(p, "unreachable_since", None) is not None:

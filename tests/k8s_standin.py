@@ -10,6 +10,7 @@ expects, for these endpoints only:
 - DELETE /apis/batch.volcano.sh/v1alpha1/namespaces/NS/jobs/NAME     SIGTERM its pods, then remove it
 - GET    /api/v1/namespaces/NS/pods[?labelSelector=k=v,...]          list pods (metadata, nodeName, status)
 - GET    /api/v1/namespaces/NS/pods/POD/log[?timestamps=true]        the pod's output
+- GET    /api/v1/nodes                                                its one node and what it offers
 
 A test ends a pod the way the cluster would with `StandInCluster.evict` (an
 eviction, a preemption, a lost node, a deadline): the pod's process is killed and
@@ -17,10 +18,12 @@ the pod reports that reason, as kubelet or the scheduler would set it.
 
 Every task's pod template is validated as a Pod with kubernetes-validate
 (422 if invalid), then "scheduled" by running its container's command as a
-local process (with the pod's env on top of this process's environment). A
+local process (with the pod's env on top of this process's environment), unless
+its requests exceed what the one node offers (`NODE_ALLOCATABLE`, no GPUs): such
+a pod stays Pending with the scheduler's Unschedulable condition. A
 PersistentVolumeClaim mounted at a path stands for the directory at that same
-path here. What it does not do: images, scheduling, queues, resource limits,
-namespaces' existence, authentication, watches, Volcano policies and plugins.
+path here. What it does not do: images, queueing behind other pods, resource
+limits, namespaces' existence, authentication, watches, Volcano policies and plugins.
 """
 
 from __future__ import annotations
@@ -58,6 +61,25 @@ def validate_pod_template(template: dict[str, Any]) -> list[str]:
     return []
 
 
+NODE_ALLOCATABLE = {"cpu": "4", "memory": "16Gi", "pods": "110"}
+"""What the stand-in's one node offers (no GPUs): a pod whose requests exceed it stays Pending."""
+_SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30,
+             "Ti": 2.0**40}
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes quantity ("900m", "976M", "16Gi", "2") as a number."""
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * _SUFFIXES[suffix]
+    return float(text)
+
+
+def _insufficient(requests: dict[str, str]) -> list[str]:
+    """The resources of `requests` the node does not have enough of."""
+    return [k for k, v in requests.items() if quantity(str(v)) > quantity(NODE_ALLOCATABLE.get(k, "0"))]
+
+
 class _Pod:
     def __init__(self, name: str, namespace: str, job: str, template: dict[str, Any], log_dir: str) -> None:
         self.name, self.namespace, self.job = name, namespace, job
@@ -68,6 +90,12 @@ class _Pod:
         self.message = ""
         self.disruption: str | None = None
         self.log_path = os.path.join(log_dir, f"{name}.log")
+        # a pod no node can hold is never scheduled: Pending, PodScheduled False (Unschedulable)
+        self.unschedulable = _insufficient(dict((container.get("resources") or {}).get("requests") or {}))
+        self.started_at = _now()
+        self.proc: subprocess.Popen[bytes] | None = None
+        if self.unschedulable:
+            return
         env = {**os.environ, **{e["name"]: str(e.get("value", "")) for e in container.get("env", [])}}
         cmd = [*container.get("command", []), *container.get("args", [])]
         with open(self.log_path, "wb") as log:
@@ -75,6 +103,8 @@ class _Pod:
                                          start_new_session=True)
 
     def phase(self) -> str:
+        if self.proc is None:
+            return "Pending"
         rc = self.proc.poll()
         if self.reason is not None:
             return "Failed" if rc is not None else "Running"
@@ -82,8 +112,16 @@ class _Pod:
 
     def view(self) -> dict[str, Any]:
         """The pod as the API server returns it (the fields the runner reads)."""
+        if self.proc is None:
+            short = ", ".join(f"1 Insufficient {k}" for k in self.unschedulable)
+            return {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels},
+                    "spec": {}, "status": {"phase": "Pending", "conditions": [
+                        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                         "message": f"0/1 nodes are available: {short}. preemption: 0/1 nodes are available: "
+                                    "1 No preemption victims found for incoming pod."}]}}
         rc = self.proc.poll()
-        state: dict[str, Any] = {"running": {"startedAt": _now()}}
+        state: dict[str, Any] = {"running": {"startedAt": self.started_at}}
         if rc is not None:
             state = {"terminated": {"exitCode": rc if rc >= 0 else 128 - rc,
                                     "reason": "Completed" if rc == 0 else "Error"}}
@@ -100,6 +138,8 @@ class _Pod:
 
     def kill(self, grace: float | None) -> None:
         """Kill the pod's processes: at once (SIGKILL) with `grace` None, else SIGTERM first."""
+        if self.proc is None:
+            return
         if grace is not None:
             self.terminate(grace)
         elif self.proc.poll() is None:
@@ -110,7 +150,7 @@ class _Pod:
             self.proc.wait()
 
     def terminate(self, grace: float = 10.0) -> None:
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
                 self.proc.wait(grace)
@@ -150,6 +190,8 @@ class StandInCluster:
         phases = [self.pods[(ns, p)].phase() for p in body["_pods"]]
         if any(p == "Running" for p in phases):
             phase = "Running"
+        elif any(p == "Pending" for p in phases):
+            phase = "Pending"
         elif all(p == "Succeeded" for p in phases):
             phase = "Completed"
         else:
@@ -241,6 +283,10 @@ class StandInCluster:
                         items = [p.view() for (n, _), p in cluster.pods.items() if n == m.group(1)
                                  and all(p.labels.get(k) == v for k, v in wanted)]
                     return self._send(200, {"apiVersion": "v1", "kind": "PodList", "items": items, "metadata": {}})
+                if url.path == "/api/v1/nodes":
+                    node = {"metadata": {"name": NODE}, "status": {"allocatable": NODE_ALLOCATABLE,
+                                                                   "capacity": NODE_ALLOCATABLE}}
+                    return self._send(200, {"apiVersion": "v1", "kind": "NodeList", "items": [node], "metadata": {}})
                 if m := POD_LOG.match(url.path):
                     pod = cluster.pods.get((m.group(1), m.group(2)))
                     if pod is None:

@@ -123,11 +123,16 @@ def status_panel(v: dict[str, Any]) -> None:
     console.print(Panel("\n".join(lines), title=f"experiment {escape(v['name'])}", expand=False))
 
 
+def _hours(h: float) -> str:
+    """GPU-hours for a person: 3 significant digits below 100 (0.00269, 3.25), whole hours above."""
+    return f"{h:.3g}" if h < 100 else f"{h:.0f}"
+
+
 def _gpu_line(v: dict[str, Any]) -> str:
     """`GPU-hours    3.25 (0.40 lost to failed or redone attempts), budget 10`."""
     u, limit = v["usage"], v["budget"].get("max_gpu_hours")
-    return (f"GPU-hours    {u['gpu_hours']:.2f}"
-            + (f" ({u['gpu_hours_lost']:.2f} lost to failed or redone attempts)" if u["gpu_hours_lost"] else "")
+    return (f"GPU-hours    {_hours(u['gpu_hours'])}"
+            + (f" ({_hours(u['gpu_hours_lost'])} lost to failed or redone attempts)" if u["gpu_hours_lost"] else "")
             + (f", budget {limit:g} (budget.max_gpu_hours)" if limit else ""))
 
 
@@ -185,7 +190,7 @@ def trials_table(rows: list[dict[str, Any]]) -> None:
             *attempts,
             f"{r['duration_s']:.1f}s" if r["duration_s"] is not None else "",
             *([_duration(r.get("queued_s") or 0)] if waited else []),
-            *([f"{r.get('gpu_hours') or 0:.2f}"] if gpu else []),
+            *([_hours(r.get("gpu_hours") or 0)] if gpu else []),
             *([escape(cls + why)] if reasons else []),
         ])
     print_table("Trials", cols, cells)
@@ -207,7 +212,7 @@ def trial_panel(d: dict[str, Any]) -> None:
         (f"duration    {d['duration_s']}s running" if d["duration_s"] is not None else "duration    -")
         + (f", {_duration(d['queued_s'])} queued" if (d.get("queued_s") or 0) >= 1 else "")
         + (f", since {d['running_since'][:19].replace('T', ' ')} UTC" if d.get("running_since") else ""),
-        *([f"GPU-hours   {d['gpu_hours']:.3f}" + (f" ({d['gpu_hours_lost']:.3f} lost)" if d.get("gpu_hours_lost") else "")]
+        *([f"GPU-hours   {_hours(d['gpu_hours'])}" + (f" ({_hours(d['gpu_hours_lost'])} lost)" if d.get("gpu_hours_lost") else "")]
           if d.get("gpu_hours") else []),
         "curves      " + (", ".join(f"{escape(k)} ({len(v)} points)" for k, v in d["curves"].items()) or "-"),
     ]

@@ -72,6 +72,7 @@ INFRASTRUCTURE_POD_REASONS = {"Evicted", "Preempting", "DeletionByTaintManager",
 a NoExecute taint, a lost node, a node shut down, kubelet refusing it)."""
 TIMEOUT_POD_REASONS = {"DeadlineExceeded"}
 OWN_OPTIONS = {"image", "log_volume_claim", "log_mount_path", "python", "api_server"}
+GPU_RESOURCE = "nvidia.com/gpu"
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT[0-9:.]+Z ")  # pod logs are read with timestamps=True
 CLUSTER_HINT = "check runner.cfg.api_server or your kubeconfig, and that Volcano is installed"
 
@@ -88,6 +89,55 @@ PHASES: dict[str, JobState] = {
     "Terminated": JobState.FAILED,
     "Failed": JobState.FAILED,
 }
+
+
+_UNITS = {"cpu": "CPUs", "memory": "bytes of memory", GPU_RESOURCE: "GPUs"}
+_SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "Ki": 2.0**10, "Mi": 2.0**20,
+             "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_QUANTITY = re.compile(r"^[0-9.]+(e[0-9]+)?(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
+
+
+def _is_quantity(text: str) -> bool:
+    return bool(_QUANTITY.match(text))
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes quantity (`900m`, `976M`, `16Gi`, `2`) as a number."""
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * _SUFFIXES[suffix]
+    return float(text)
+
+
+def pod_requests(info: Any) -> dict[str, float]:
+    """What the pod of a TorchX dryrun asks the scheduler for (its container's `requests`)."""
+    from torchx.schedulers.kubernetes_scheduler import sanitize_for_serialization
+
+    manifest = sanitize_for_serialization(info.request.resource)
+    container = manifest["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    requests = (container.get("resources") or {}).get("requests") or {}
+    return {k: quantity(str(v)) for k, v in requests.items() if _is_quantity(str(v))}
+
+
+def never_fits(requests: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> tuple[str, float] | None:
+    """The first resource no node offers enough of for `requests`, with the most any node
+    offers; None when some node can hold the pod (or the requests ask for nothing)."""
+    if not nodes or any(all(node.get(k, 0.0) >= v for k, v in requests.items() if v > 0) for node in nodes):
+        return None
+    for key, value in requests.items():
+        most = max(node.get(key, 0.0) for node in nodes)
+        if value > most:
+            return key, most
+    return None  # each resource fits some node, just not all on one: waiting for room may still clear
+
+
+def pending_reason(pod: Mapping[str, Any]) -> str:
+    """Why a pod waits: its PodScheduled condition when it is False (`Unschedulable: 0/3
+    nodes are available: 3 Insufficient cpu.`), else its phase."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return f"{cond.get('reason') or 'NotScheduled'}: {cond.get('message') or ''}".strip()
+    return str((pod.get("status") or {}).get("phase") or "Pending")
 
 
 def parse_handle(handle: str) -> tuple[str, str] | None:
@@ -277,13 +327,50 @@ class KubernetesRunner(Runner):
                 raise SchedulerUnreachable(f"the Kubernetes API server does not answer; job {request.name} "
                                            f"was not created: {short(e)}", CLUSTER_HINT) from e
             raise RunnerError(f"kubernetes did not accept job {request.name}: {e}", CLUSTER_HINT) from e
-        return SubmittedJob(handle=handle, metadata=self._metadata(request))
+        return SubmittedJob(handle=handle, metadata={**self._metadata(request), "requests": pod_requests(info)})
 
     @staticmethod
     def _metadata(request: JobRequest) -> dict[str, Any]:
         sdir = state_dir(request)
         return {"state_dir": sdir, "stdout": os.path.join(sdir, STDOUT), "stderr": os.path.join(sdir, STDERR),
                 "submitted": time.time()}
+
+    def _core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.torchx._scheduler(SCHEDULER)._api_client())  # noqa: SLF001
+
+    def _nodes(self) -> list[dict[str, float]] | None:
+        """What each node offers pods (`status.allocatable`, as numbers), or None when the
+        nodes cannot be listed (RBAC without `list nodes`, an unreachable API server)."""
+        try:
+            resp = self._core().list_node(_preload_content=False)
+            items = json.loads(resp.data).get("items", [])
+        except Exception:  # ApiException, connection errors, a body that is not JSON
+            return None
+        nodes = []
+        for node in items:
+            allocatable = (node.get("status") or {}).get("allocatable") or {}
+            nodes.append({k: quantity(str(v)) for k, v in allocatable.items() if _is_quantity(str(v))})
+        return nodes
+
+    def check_resources(self, cpu: int, mem_mb: int, gpu: int) -> None:
+        """Refuse, before anything is created, a pod no node could ever hold: its requests
+        (what TorchX asks for `trial.resources`) above every node's allocatable. Nothing is
+        checked when the nodes cannot be listed."""
+        nodes = self._nodes()
+        if not nodes:
+            return
+        probe = JobRequest("nasctl-check", self.python, [], {}, os.path.join(self.mount_path, "nasctl-check"),
+                           cpu=cpu, mem_mb=mem_mb, gpu=gpu)
+        wanted = pod_requests(self._dryrun_info(probe))
+        missing = never_fits(wanted, nodes)
+        if missing is not None:
+            key, most = missing
+            source = {"cpu": "trial.resources.cpu", "memory": "trial.resources.mem_mb"}.get(key, "trial.resources.gpu")
+            raise SpecError(f"{source} makes each pod request {wanted[key]:g} {_UNITS.get(key, key)}, but no node "
+                            f"of the Kubernetes cluster offers more than {most:g}: the pod could never be scheduled",
+                            f"lower {source}")
 
     def _list(self, namespace: str) -> dict[str, dict[str, Any]]:
         try:
@@ -312,11 +399,8 @@ class KubernetesRunner(Runner):
         """The namespace's TorchX pods by Volcano Job name (one pod per trial job), or why
         they could not be listed (say RBAC allows reading pod logs but not listing pods):
         a failed Job is then judged by its exit record alone, and its message says so."""
-        from kubernetes import client
-
-        api = client.CoreV1Api(self.torchx._scheduler(SCHEDULER)._api_client())  # noqa: SLF001
         try:
-            resp = api.list_namespaced_pod(namespace, label_selector=TORCHX_PODS, _preload_content=False)
+            resp = self._core().list_namespaced_pod(namespace, label_selector=TORCHX_PODS, _preload_content=False)
             items = json.loads(resp.data).get("items", [])
         except Exception as e:  # ApiException, connection errors, a body that is not JSON
             return f"could not list pods in namespace {namespace}: {e}"
@@ -369,6 +453,10 @@ class KubernetesRunner(Runner):
             return JobStatus(JobState.SUCCEEDED, None, 0)
         if state == JobState.CANCELLED:
             return JobStatus(state, f"Volcano job {name} is {phase}", failure_class=FailureClass.CANCELLED)
+        if state == JobState.PENDING:
+            found = pods.get(namespace, {})
+            pod = found.get(name) if not isinstance(found, str) else None
+            return JobStatus(state, pending_reason(pod) if pod is not None else phase)
         return JobStatus(state, None if state != JobState.UNKNOWN else f"Volcano job {name} is in phase {phase!r}")
 
     def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
@@ -379,8 +467,29 @@ class KubernetesRunner(Runner):
         failing = sorted(ns for ns, items in listed.items()
                          if any(PHASES.get(str(i.get("status", {}).get("state", {}).get("phase"))) == JobState.FAILED
                                 for i in items.values()))
-        pods = {ns: self._pods(ns) for ns in failing}
-        return {job.handle: self._one(job, listed, pods) for job in jobs}
+        pending = sorted(ns for ns, items in listed.items()
+                         if any(PHASES.get(str(i.get("status", {}).get("state", {}).get("phase"))) == JobState.PENDING
+                                for i in items.values()))
+        pods = {ns: self._pods(ns) for ns in sorted({*failing, *pending})}
+        result = {job.handle: self._one(job, listed, pods) for job in jobs}
+        return self._unschedulable(jobs, result)
+
+    def _unschedulable(self, jobs: Sequence[SubmittedJob], result: dict[str, JobStatus]) -> dict[str, JobStatus]:
+        """Pending jobs whose pod the scheduler found Unschedulable, and whose requests no
+        node offers (one list of the nodes, only when there are such pods): FAILED,
+        UNSCHEDULABLE; waiting would not clear it. A pod that only waits for room stays PENDING."""
+        stuck = [j for j in jobs if result[j.handle].state == JobState.PENDING
+                 and (result[j.handle].message or "").startswith("Unschedulable") and j.metadata.get("requests")]
+        nodes = self._nodes() if stuck else None
+        for job in stuck if nodes else []:
+            missing = never_fits(dict(job.metadata["requests"]), nodes or [])
+            if missing is not None:
+                key, most = missing
+                result[job.handle] = JobStatus(
+                    JobState.FAILED, f"the pod of {job.handle} can never be scheduled: it requests "
+                    f"{float(job.metadata['requests'][key]):g} {_UNITS.get(key, key)} and no node offers more than "
+                    f"{most:g} ({result[job.handle].message})", failure_class=FailureClass.UNSCHEDULABLE)
+        return result
 
     def cancel(self, job: SubmittedJob) -> None:
         """Delete the Volcano Job (what `torchx cancel` does); a missing one is not an error."""
@@ -426,4 +535,5 @@ def create_runner(cfg: Mapping[str, Any] | None = None) -> KubernetesRunner:
     return KubernetesRunner(cfg)
 
 
-__all__ = ["KubernetesRunner", "create_runner", "parse_handle", "pod_status"]
+__all__ = ["KubernetesRunner", "create_runner", "never_fits", "parse_handle", "pending_reason", "pod_requests", "pod_status",
+           "quantity"]

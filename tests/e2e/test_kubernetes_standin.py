@@ -64,3 +64,44 @@ def test_experiment_completes_on_the_stand_in_api_server(tmp_path: Path, cluster
         assert f"trial {t.index} done" in Path(t.runner_metadata["stdout"]).read_text()
     assert len(cluster.created) == 4  # one Volcano Job per trial, each accepted after schema validation
     assert {job["spec"]["queue"] for job in cluster.created} == {"default"}
+
+
+def _cfg(cluster: StandInCluster, volume: Path) -> dict[str, str]:
+    return {"api_server": cluster.url, "queue": "default", "namespace": "nas", "image": "nasctl:test",
+            "log_volume_claim": "nasctl-runs", "log_mount_path": str(volume), "python": sys.executable}
+
+
+def test_a_pod_no_node_can_hold_is_refused_before_and_unschedulable_after_submission(
+        tmp_path: Path, cluster: StandInCluster) -> None:
+    """The stand-in's node offers 4 CPUs: `nasctl run` refuses 64 before anything is
+    written; a job submitted anyway (as a node pool that shrank would leave it) waits
+    Unschedulable, and the runner ends it UNSCHEDULABLE naming the resource."""
+    from nasctl.runners.base import JobRequest, JobState
+    from nasctl.runners.kubernetes import KubernetesRunner
+    from nasctl.types import FailureClass
+
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    spec = tmp_path / "big.yaml"
+    spec.write_text(
+        "name: k8s-big\n"
+        "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
+        "objectives: {f1: {goal: minimize}, f2: {goal: minimize}}\n"
+        "budget: {max_trials: 2}\n"
+        f"trial: {{script: {SCRIPT}, resources: {{cpu: 64, mem_mb: 2000, gpu: 0}}}}\n"
+        f"runner: {{scheduler: kubernetes, cfg: {json.dumps(_cfg(cluster, volume))}}}\n")
+    result = run_cli("run", str(spec), "--db", f"sqlite:///{tmp_path}/k.db", "--workdir", str(volume / "runs"),
+                     cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip()
+    assert "\n" not in line and "trial.resources.cpu" in line and "no node" in line and "more than 4" in line, line
+    assert not (tmp_path / "k.db").exists() and cluster.created == []
+
+    runner = KubernetesRunner(_cfg(cluster, volume))
+    job = runner.submit(JobRequest("k8s-big-0", sys.executable, [str(SCRIPT), "--x", "0.1", "--y", "0.2"],
+                                   {"NASCTL_TRIAL_ID": "0"}, str(volume / "runs" / "t0"), cpu=8))
+    st = runner.status([job])[job.handle]
+    assert (st.state, st.failure_class) == (JobState.FAILED, FailureClass.UNSCHEDULABLE), st
+    assert "Insufficient cpu" in (st.message or "") and "no node offers more than 4" in (st.message or ""), st
+    runner.cancel(job)
+    assert runner.status([job])[job.handle].state.is_terminal

@@ -3,7 +3,9 @@ queue, its restarts, and what it costs in running time and GPU-hours."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,7 @@ from nasctl.runners.base import JobState, JobStatus, SubmittedJob
 from nasctl.runners.slurm import NodeOffer, SlurmRecord, _gres_gpus, check_fits, map_state
 from nasctl.spec import spec_from_dict
 from nasctl.types import FailureClass, TrialRecord, TrialStatus
+from tests.conftest import ROOT, run_cli
 
 T0 = 1_800_000_000.0
 
@@ -134,3 +137,30 @@ def test_a_request_no_node_offers_is_refused_naming_the_resource() -> None:
     with pytest.raises(SpecError, match=r"no node .* has 4 CPUs, 8000 MB and 0 GPUs at once"):
         check_fits("debug", offers, 4, 8000, 0)
     assert _gres_gpus("gpu:a100:2(S:0-1),gpu:1") == 3 and _gres_gpus("(null)") == 0
+
+
+def test_max_gpu_hours_ends_the_search_once_the_trials_have_held_that_many_devices(tmp_path: Path) -> None:
+    """Local trials on nasctl's own placement (devices 0 and 1 stand in for GPUs: the
+    trial never touches them): each holds one device while it runs."""
+    script = ROOT / "tests" / "e2e" / "scripts" / "resumable_trial.py"
+    spec = tmp_path / "g.yaml"
+    spec.write_text(
+        "name: gpu-budget\n"
+        "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
+        "objectives: {f1: {goal: minimize}, f2: {goal: minimize}}\n"
+        "budget: {max_trials: 40, parallelism: 2, max_gpu_hours: 0.002}\n"  # 7.2 device-seconds
+        f"trial: {{script: {script}, resources: {{cpu: 1, mem_mb: 500, gpu: 1}}, preload: false}}\n"
+        "runner: {scheduler: local_cwd, cfg: {devices: [0, 1]}}\n"
+        "optimizer: {method: sobol, seed: 1}\n")
+    db = f"sqlite:///{tmp_path}/g.db"
+    p = run_cli("run", str(spec), "--db", db, "--workdir", str(tmp_path / "runs"), env={"NASCTL_TEST_SLEEP": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "budget.max_gpu_hours=0.002 spent" in p.stderr, p.stderr[-3000:]
+    status = json.loads(run_cli("status", "gpu-budget", "--db", db, "--json").stdout)
+    done = status["trials"]["COMPLETED"]
+    assert status["status"] == "COMPLETED" and 2 <= done < 40, status
+    assert status["gpu_hours"] >= 0.002 and status["usage"]["gpu_hours_lost"] == 0, status
+    rows = json.loads(run_cli("trials", "gpu-budget", "--db", db, "--json").stdout)
+    assert all(r["gpu_hours"] == pytest.approx(r["duration_s"] / 3600, rel=1e-3) for r in rows if r["duration_s"])
+    assert sum(r["gpu_hours"] for r in rows) == pytest.approx(status["gpu_hours"], rel=1e-3)
+    assert "GPU-hours" in run_cli("status", "gpu-budget", "--db", db).stdout

@@ -283,3 +283,46 @@ def test_trial_devices_and_waiting_are_shown(page: Any, server: Server) -> None:
     wait_ready(page)
     page.wait_for_selector("text=waiting for devices", timeout=15_000)
     assert not page.errors
+
+
+def test_queued_trials_gpu_hours_and_restarts_are_shown(page: Any, server: Server) -> None:
+    """A trial whose job waits in the scheduler's queue is QUEUED with the reason, the
+    summary counts GPU-hours, and the timeline draws an attempt's waits and runs apart."""
+    from nasctl.orchestration import attempts as A
+    from nasctl.runners.base import JobState, JobStatus, SubmittedJob
+
+    store = Store(server.url)
+    exp = add_synthetic(store, "queued", 1)
+    t0 = datetime(2026, 1, 1, 10, 0, 0)
+    base = t0.timestamp()
+    job = SubmittedJob("slurm://torchx/41")
+    waiting = store.add_trial(exp.id, 1, {"x": 0.2, "act": "relu"}, "Sobol", "queued-1", "")
+    attempts = A.started([], job, t0, queued=True, gpus=2.0)
+    attempts[-1], _ = A.observe(attempts[-1], JobStatus(JobState.PENDING, "Priority"), base + 5, None)
+    store.mark_trial_running(waiting.id, job.handle, "slurm", {}, attempts=attempts)
+    restarted = store.add_trial(exp.id, 2, {"x": 0.7, "act": "gelu"}, "Sobol", "queued-2", "")
+    a = A.started([], job, t0, queued=True, gpus=2.0)[-1]
+    a, _ = A.observe(a, JobStatus(JobState.RUNNING, running_since=base + 60), base + 61, None)
+    a, _ = A.observe(a, JobStatus(JobState.PENDING, "BeginTime"), base + 600, None)
+    a, _ = A.observe(a, JobStatus(JobState.RUNNING, running_since=base + 720), base + 721, None)
+    store.mark_trial_running(restarted.id, job.handle, "slurm", {}, attempts=[a])
+    store.finish_trial(restarted.id, TrialStatus.COMPLETED, {"val_acc": 0.9, "num_params": 1000.0}, None, None,
+                       attempts=A.ended([a], None, None, None, datetime(2026, 1, 1, 10, 20, 0)),
+                       ended_at=datetime(2026, 1, 1, 10, 20, 0))
+    store.add_event(exp.id, A.QUEUE_EVENT, "trial 1 waits in slurm's queue: Priority", trial_index=1)
+
+    page.goto(f"{server.base}/experiments/queued")
+    wait_ready(page)
+    page.wait_for_selector("#trials .status.QUEUED", timeout=15_000)
+    assert "Priority" in page.locator("#trials tbody tr", has=page.locator(".status.QUEUED")).inner_text()
+    summary = page.inner_text("#summary").lower()  # the cards' labels are upper-cased by the style sheet
+    assert "1 of the running queued by the scheduler" in summary and "gpu-hours" in summary, summary
+    page.goto(f"{server.base}/experiments/queued/trials/2")
+    wait_ready(page)
+    page.wait_for_function("document.getElementById('timeline-plot').data", timeout=15_000)
+    names = page.evaluate("() => document.getElementById('timeline-plot').data.map(t => t.name)")
+    assert names == ["queued by the scheduler", "running \u2192 restarted", "queued by the scheduler",
+                     "running \u2192 completed"], names
+    cards = page.inner_text("#summary").lower()
+    assert "restarts" in cards and "gpu-hours" in cards and "queued" in cards, cards
+    assert not page.errors

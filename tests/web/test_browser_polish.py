@@ -222,7 +222,7 @@ def test_pages_fit_the_window_and_plots_keep_their_labels_apart(
 def _check_timeline(page: Any) -> None:
     """Every tick label inside the plot, none under the legend; the running phase says so."""
     names = page.evaluate("document.getElementById('timeline-plot').data.map(t => t.name)")
-    assert names[-1] == "running \u2192 completed" and names[:-1] in ([], ["queued"]), names
+    assert names[-1] == "running \u2192 completed" and names[:-1] in ([], ["waiting to start"]), names
     svg = page.locator("#timeline-plot .main-svg").first.bounding_box()
     legend = page.locator("#timeline-plot .legend").first.bounding_box()
     for tick in page.locator("#timeline-plot .xtick text").all():
