@@ -36,6 +36,7 @@ STATUS_STYLE = {
     "ABANDONED": "magenta",
     "STOPPED": "yellow",
     "QUEUED": "blue",
+    "NOT_RUNNING": "yellow",  # `nasctl status`: recorded RUNNING, but no orchestrator drives it
 }
 
 

@@ -62,7 +62,8 @@ def test_kill_nine_anywhere_then_resume(tmp_path: Path, db_url: str) -> None:
             kills += 1
             if kills == 1:  # after a kill -9 the status says nobody drives it any more
                 st = json.loads(run_cli("status", name, "--db", db_url, "--json").stdout)
-                assert st["status"] == "RUNNING" and st["orchestrator_alive"] is False
+                assert st["status"] == "NOT_RUNNING" and st["recorded_status"] == "RUNNING"
+                assert st["orchestrator_alive"] is False
                 assert "nasctl resume crashy" in run_cli("status", name, "--db", db_url).stdout
             continue
         assert proc.returncode == 0, (f"attempt {attempt} ({what}): rc={proc.returncode}\n{err}\n{out}\n"

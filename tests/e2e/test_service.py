@@ -196,7 +196,9 @@ def test_sigterm_leaves_trials_running_and_a_restart_reattaches(tmp_path: Path, 
     out, err = svc.proc.communicate(timeout=60)
     assert svc.proc.returncode == 0 and time.monotonic() - t0 < 10, (out, err)
     st = status(db, "held")  # handed back: RUNNING without an orchestrator, its trials still running
-    assert st["status"] == "RUNNING" and st["trials"]["RUNNING"] == 2 and not st["orchestrator_alive"]
+    # recorded RUNNING, and said plainly that nobody drives it
+    assert st["status"] == "NOT_RUNNING" and st["recorded_status"] == "RUNNING" and not st["orchestrator_alive"]
+    assert st["trials"]["RUNNING"] == 2
     # the next start takes it over and re-attaches the two trials
     svc2 = Service(db, tmp_path, env)
     services.append(svc2)

@@ -48,10 +48,11 @@ class Outage(Runner):
         self.forgotten: set[str] = set()
         self.cancelled: list[str] = []
         self.submits = self.refused = 0
+        self.error = "the test cluster's controller does not answer"
 
     def _check(self) -> None:
         if self.down.is_set():
-            raise SchedulerUnreachable("the test cluster's controller does not answer")
+            raise SchedulerUnreachable(self.error)
 
     def dryrun(self, request: JobRequest) -> str:
         return self.inner.dryrun(request)
@@ -145,6 +146,10 @@ def test_an_unreachable_scheduler_is_a_wait_not_a_failure(tmp_path: Path) -> Non
     since = datetime.fromisoformat(view["scheduler_unreachable"]["since"].rstrip("Z")).replace(tzinfo=timezone.utc)
     assert (f'nasctl_scheduler_unreachable_since_seconds{{experiment="outage",scheduler="testcluster"}} '
             f'{since.timestamp():.0f}') in metrics
+    # queued and GPU time per active experiment (local jobs never wait; these trials hold no GPU)
+    assert 'nasctl_trials_queued{experiment="outage"} 0' in metrics
+    assert 'nasctl_gpu_hours{experiment="outage",part="total"} 0' in metrics
+    assert api["queued"] == 0 and api["running"] == 2 and api["usage"]["gpu_hours"] == 0, api
     # afterwards: the whole budget, nothing failed, each trial submitted once
     summary = out["summary"]
     assert summary.status == ExperimentStatus.COMPLETED, summary.reason
@@ -192,6 +197,10 @@ def test_submissions_wait_for_the_scheduler_with_a_pause_between_tries(tmp_path:
 def test_an_outage_longer_than_unreachable_timeout_stops_the_experiment_resumably(tmp_path: Path) -> None:
     store, exp, spec, gen = experiment(tmp_path, "longout", [0.3, 0.3, 0.3], parallelism=1)
     runner = Outage()
+    # what Slurm's tools print when slurmdbd is down: many lines, one reason
+    runner.error = ("sacct: error: slurm_persist_conn_open_without_init: failed to open persistent connection\n"
+                    "sacct: error: Sending PersistInit msg: Connection refused\nsacct: error: Problem talking to "
+                    "the database: Connection refused")
     orch = Orchestrator(store, exp, spec, runner, gen, metrics_interval=0.1,
                         settings=ControlSettings(poll_interval=0.1, unreachable_timeout=1.5))
     thread, out = in_thread(orch)
@@ -200,6 +209,9 @@ def test_an_outage_longer_than_unreachable_timeout_stops_the_experiment_resumabl
     thread.join(60)
     summary = out["summary"]
     assert summary.status == ExperimentStatus.STOPPED
+    assert "\n" not in (summary.reason or "") and "persistent connection ..." in (summary.reason or ""), summary.reason
+    last = store.events(exp.id, kinds=[SCHEDULER_EVENT])[-1]
+    assert (last.data or {}).get("error") == runner.error  # the whole output is in the event log
     assert "testcluster scheduler has been unreachable since" in (summary.reason or "")
     assert "runner.cfg.unreachable_timeout" in (summary.reason or "") and "nasctl resume longout" in summary.reason
     assert store.get_experiment("longout").status == ExperimentStatus.STOPPED

@@ -164,3 +164,20 @@ def test_max_gpu_hours_ends_the_search_once_the_trials_have_held_that_many_devic
     assert all(r["gpu_hours"] == pytest.approx(r["duration_s"] / 3600, rel=1e-3) for r in rows if r["duration_s"])
     assert sum(r["gpu_hours"] for r in rows) == pytest.approx(status["gpu_hours"], rel=1e-3)
     assert "GPU-hours" in run_cli("status", "gpu-budget", "--db", db).stdout
+
+
+def test_after_a_resume_the_report_gives_this_runs_time_and_the_time_since_creation() -> None:
+    from nasctl.cli.render import run_report
+    from nasctl.console import console
+    from nasctl.orchestration.progress import RunSummary
+    from nasctl.types import ExperimentStatus
+
+    s = RunSummary("e", ExperimentStatus.COMPLETED, None, {"COMPLETED": 4}, 0.5, [0], 165.0, [])
+    view = {"experiment": "e", "objectives": {"f": {"goal": "maximize"}}, "front": [], "reference_point": {"f": 0.0},
+            "inferred_reference": [], "hypervolume": 0.5, "feasible": 4, "completed": 4, "excluded": {}}
+    with console.capture() as resumed:
+        run_report(s, view, "sqlite:///x.db", since_created=3 * 3600.0)
+    assert "in 165s this run; 3.0 h since it was created" in resumed.get()
+    with console.capture() as first:
+        run_report(s, view, "sqlite:///x.db", since_created=170.0)
+    assert "in 165s (completed 4)" in first.get() and "since it was created" not in first.get()
