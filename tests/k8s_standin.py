@@ -196,8 +196,10 @@ class StandInCluster:
             phase = "Completed"
         else:
             phase = "Failed"
-        view = {k: v for k, v in body.items() if k != "_pods"}
-        view["status"] = {"state": {"phase": phase},
+        if body.get("_phase") != phase:  # Volcano stamps each phase change
+            body["_phase"], body["_since"] = phase, _now()
+        view = {k: v for k, v in body.items() if not k.startswith("_")}
+        view["status"] = {"state": {"phase": phase, "lastTransitionTime": body["_since"]},
                           "taskStatusCount": {t["name"]: {"phase": {phase if phase != "Completed" else "Succeeded": 1}}
                                               for t in body["spec"]["tasks"]}}
         return view

@@ -141,6 +141,10 @@ def observe(attempt: Attempt, status: JobStatus, now: float,
         a["restarts"] = [*(attempt.get("restarts") or []), restart]
         return a, restart
     since = status.running_since if status.running_since is not None and status.running_since <= now else None
+    submitted = epoch(attempt.get("started_at"))
+    if since is not None and submitted is not None:
+        # the scheduler's clock, or its whole seconds, may put the start a moment before the submission was recorded
+        since = max(since, submitted)
     if running is not None:
         if since is None or since <= running + RESTART_TOLERANCE_SECONDS:
             if status.node and status.node != attempt.get("node"):

@@ -41,6 +41,7 @@ Runner options (`runner.cfg`):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -129,6 +130,29 @@ def never_fits(requests: Mapping[str, float], nodes: Sequence[Mapping[str, float
         if value > most:
             return key, most
     return None  # each resource fits some node, just not all on one: waiting for room may still clear
+
+
+def _with_start(job: SubmittedJob, status: JobStatus) -> JobStatus:
+    """An ended job's status with when its run began: the launcher's start in the pod,
+    from its launch record on the shared volume (a job may end before a poll saw it run)."""
+    if not status.state.is_terminal or status.running_since is not None:
+        return status
+    sdir = job.metadata.get("state_dir")
+    started = (read_json(os.path.join(sdir, LAUNCH)) or {}).get("started") if sdir else None
+    if not isinstance(started, (int, float)) or isinstance(started, bool):
+        return status
+    return dataclasses.replace(status, running_since=float(started))
+
+
+def kube_time(text: str) -> float | None:
+    """An RFC 3339 time as the API server writes it (`2026-11-28T10:00:00Z`) in epoch
+    seconds; None for anything else."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None
 
 
 def pending_reason(pod: Mapping[str, Any]) -> str:
@@ -457,6 +481,10 @@ class KubernetesRunner(Runner):
             found = pods.get(namespace, {})
             pod = found.get(name) if not isinstance(found, str) else None
             return JobStatus(state, pending_reason(pod) if pod is not None else phase)
+        if state == JobState.RUNNING and phase == "Running":
+            # Volcano stamps the Job's phase changes: when it went Running, it began to run
+            since = kube_time(str(item.get("status", {}).get("state", {}).get("lastTransitionTime") or ""))
+            return JobStatus(state, running_since=since)
         return JobStatus(state, None if state != JobState.UNKNOWN else f"Volcano job {name} is in phase {phase!r}")
 
     def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
@@ -471,7 +499,7 @@ class KubernetesRunner(Runner):
                          if any(PHASES.get(str(i.get("status", {}).get("state", {}).get("phase"))) == JobState.PENDING
                                 for i in items.values()))
         pods = {ns: self._pods(ns) for ns in sorted({*failing, *pending})}
-        result = {job.handle: self._one(job, listed, pods) for job in jobs}
+        result = {job.handle: _with_start(job, self._one(job, listed, pods)) for job in jobs}
         return self._unschedulable(jobs, result)
 
     def _unschedulable(self, jobs: Sequence[SubmittedJob], result: dict[str, JobStatus]) -> dict[str, JobStatus]:

@@ -62,6 +62,8 @@ def test_experiment_completes_on_the_stand_in_api_server(tmp_path: Path, cluster
         assert t.values["f1"] == pytest.approx(x, rel=1e-5)
         assert t.values["f2"] == pytest.approx(1 - math.sqrt(x) + y, rel=1e-5)
         assert f"trial {t.index} done" in Path(t.runner_metadata["stdout"]).read_text()
+        (a,) = t.attempts  # it ran from when the Volcano Job went Running (its lastTransitionTime)
+        assert a["first_run_at"] is not None and a["first_run_at"] >= a["started_at"] and a["queued_s"] < 30, a
     assert len(cluster.created) == 4  # one Volcano Job per trial, each accepted after schema validation
     assert {job["spec"]["queue"] for job in cluster.created} == {"default"}
 
