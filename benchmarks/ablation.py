@@ -20,6 +20,13 @@ with the grid. Variants:
 - no-repeat-guard: model proposals that repeat a trial are kept;
 - no-untried: with features held fixed (multi-fidelity), Ax's own optimiser over
   the mixed space instead of the untried configurations listed (`untried`);
+- no-pending-at-top: with features held fixed (multi-fidelity), only the trials
+  pending at those features are pending points (Ax's rule), not every
+  configuration in flight at another rung (`untried.pending_at_fixed`);
+- no-continue-paused: with features held fixed (multi-fidelity), configurations
+  trained only to a lower rung are not among the model's candidates (only those no
+  trial has), so the model never continues a configuration that stopped below the
+  top rung (`untried.CONTINUE_PAUSED`);
 - cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
 - one-hot: `auto` never picks the categorical method (unordered choices are
   one-hot encoded for the plain GP);
@@ -121,6 +128,8 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "botorch-budget": [("strategies", "acquisition_budget", lambda *_: {"num_restarts": 20, "raw_samples": 1024})],
         "no-repeat-guard": [("novelty", "REPEAT_RADIUS", 0.0)],
         "no-untried": [("untried", "MAX_ENUMERATED", 0)],
+        "no-pending-at-top": [("untried", "PENDING_AT_FIXED", False)],
+        "no-continue-paused": [("untried", "CONTINUE_PAUSED", False)],
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],
         "one-hot": [("methods", "categorical_parameters", lambda *_: [])],
         "idle-wait": [("strategies", "FILL_WHILE_WAITING", False)],

@@ -14,7 +14,9 @@ dashboard's diagnostics) gets their own behaviour.
   improvement on their own scale (`logscale.raw_scale_plan`).
   Where features are held fixed (the fidelity at its top rung) and the others
   are discrete and few enough to list, it picks among the configurations no
-  trial has yet (`untried`), as Ax does in a fully discrete space.
+  trial has yet (`untried`), as Ax does in a fully discrete space, and counts
+  every configuration in flight at another rung as pending there
+  (`untried.pending_at_fixed`).
 - `HypervolumeImprovement` (BoTorch's `qLogNoisyExpectedHypervolumeImprovement`):
   the same acquisition values, computed faster. Each speed-up is one named
   entry of `SPEEDUPS` (`benchmarks/ablation.py` turns them off one at a time)
@@ -36,6 +38,7 @@ dashboard's diagnostics) gets their own behaviour.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -143,6 +146,10 @@ class NasctlAcquisition(Acquisition):
                  **kwargs: Any) -> None:
         # every pending trial's inputs, before Ax keeps only those at the fixed features
         self._pending_all: list[torch.Tensor] = [x for x in (torch_opt_config.pending_observations or []) if x is not None]
+        if untried.PENDING_AT_FIXED and torch_opt_config.fixed_features and torch_opt_config.pending_observations:
+            # configurations in flight at a lower rung are pending at the rung proposals are scored at
+            torch_opt_config = dataclasses.replace(torch_opt_config, pending_observations=untried.pending_at_fixed(
+                torch_opt_config.pending_observations, torch_opt_config.fixed_features))
         super().__init__(surrogate, search_space_digest, torch_opt_config, *args, **kwargs)
 
     def optimize(
@@ -162,8 +169,12 @@ class NasctlAcquisition(Acquisition):
             ssd = search_space_digest
             # every trial's inputs: Ax's X_observed and X_pending keep only the points at the fixed
             # features (the top rung); the model's training data and the pending observations have them all
-            tried = [ds.X for ds in self.surrogate.training_data] + self._pending_all + [self.X_observed,
-                                                                                      self.X_pending]
+            observed: list[torch.Tensor | None] = [ds.X for ds in self.surrogate.training_data]
+            if untried.CONTINUE_PAUSED:
+                # a configuration observed only below the fixed features (paused at a lower rung)
+                # stays a candidate: the optimizer continues it (`multifidelity`)
+                observed = [untried.at_fixed(x, fixed_features) for x in observed]
+            tried = [*observed, *self._pending_all, self.X_observed, self.X_pending]
             listed = untried.untried_candidates(len(ssd.feature_names), ssd.discrete_choices, fixed_features,
                                                 tried, dtype=self.dtype or torch.double)
             if listed is not None and listed.shape[0] >= n:

@@ -30,11 +30,12 @@ to `restore`, so nothing is promoted twice.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from nasctl.optimizer import compat
+from nasctl.optimizer import compat, untried
 from nasctl.optimizer.ax_optimizer import AxOptimizer
 from nasctl.optimizer.base import Candidate, RestoredTrial
 from nasctl.optimizer.promotion import RungResult, choose_promotion
@@ -64,6 +65,7 @@ class MultiFidelityOptimizer(AxOptimizer):
         self._results: dict[int, Mapping[str, float]] = {}  # completed trials' values
         self._promoted: set[int] = set()  # trials already promoted
         self._model: tuple[int, Any] | None = None  # (results seen, Ax adapter) of the last `predict_top` fit
+        self._continuing: dict[tuple[tuple[str, str], ...], int] = {}  # paused configurations chosen in `generate`
         # No quasi-random fast path: its draws would bypass `_trial_run` (every
         # new configuration starts at the lowest rung) and promotions attach
         # trials to Ax between them.
@@ -91,12 +93,20 @@ class MultiFidelityOptimizer(AxOptimizer):
         goes on by promotion only. Scored at the top rung, the model can still
         see improvement at a configuration observed only at a low one, and
         would propose it again; the farthest quasi-random point replaces it
-        (`novelty`, as for repeats while nothing is feasible)."""
+        (`novelty`, as for repeats while nothing is feasible). Except where the
+        configuration is paused (`_paused`: its last trial completed below the
+        top rung and was not promoted): then the model's choice continues it, from
+        that trial's checkpoint to the next rung, as a promotion would."""
         from ax.core.arm import Arm
         from ax.core.generator_run import GeneratorRun
 
         earlier = list(self._configs.values())
         config = {k: v for k, v in run.arms[0].parameters.items() if k in self.spec.tunable}
+        source = self._paused().get(_key(config)) if untried.CONTINUE_PAUSED else None
+        if source is not None:  # the model chose a paused configuration: it goes on from where it stopped
+            self._continuing[_key(config)] = source
+            params = {**run.arms[0].parameters, self.fidelity.parameter: self.fidelity.rungs[self._rung[source] + 1]}
+            return GeneratorRun(arms=[Arm(parameters=params)], generation_node_name=compat.generation_node_name(run))
         if earlier and self.guard.repeats(config, earlier):
             run = self._explore_run(earlier)
         params = {**run.arms[0].parameters, self.fidelity.parameter: self.fidelity.rungs[0]}
@@ -106,6 +116,18 @@ class MultiFidelityOptimizer(AxOptimizer):
                             generation_node_name=compat.generation_node_name(run))  # kept for `_method`
 
     # --- bookkeeping ------------------------------------------------------------
+    def _paused(self) -> dict[tuple[tuple[str, str], ...], int]:
+        """Configurations that stopped below the top rung: for each, the trial it would
+        continue from (its highest-rung trial, completed, never promoted)."""
+        last: dict[tuple[tuple[str, str], ...], int] = {}
+        for i, config in self._configs.items():
+            k = _key(config)
+            if k not in last or (self._rung[i], i) > (self._rung[last[k]], last[k]):
+                last[k] = i
+        top = len(self.fidelity.rungs) - 1
+        return {k: i for k, i in last.items()
+                if i in self._results and i not in self._promoted and self._rung[i] < top}
+
     def _track(self, index: int, parameters: Mapping[str, ParamValue], promoted_from: int | None) -> None:
         fid = self.fidelity
         self._configs[index] = {k: v for k, v in parameters.items() if k in self.spec.tunable}
@@ -202,6 +224,16 @@ class MultiFidelityOptimizer(AxOptimizer):
         if len(out) < n:
             new = super().generate(n - len(out))
             for c in new:
-                self._track(c.index, c.parameters, None)
-            out += new
+                source = self._continuing.pop(_key({k: v for k, v in c.parameters.items()
+                                                    if k in self.spec.tunable}), None)
+                if source is not None:
+                    c = dataclasses.replace(c, promoted_from=source)
+                self._track(c.index, c.parameters, source)
+                out.append(c)
+            self._continuing.clear()
         return out
+
+
+def _key(config: Mapping[str, ParamValue]) -> tuple[tuple[str, str], ...]:
+    """A configuration's identity: its values, numbers compared as floats (8 is 8.0)."""
+    return tuple(sorted((k, v if isinstance(v, str) else repr(float(v))) for k, v in config.items()))

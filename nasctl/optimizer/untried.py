@@ -30,6 +30,16 @@ import torch
 MAX_ENUMERATED = 20_000
 """Most configurations listed; a larger discrete space keeps Ax's own optimiser."""
 
+CONTINUE_PAUSED = True
+"""Whether configurations observed only below the fixed features (trained to a
+lower rung and not promoted: paused) are candidates too (`at_fixed`); the
+optimizer then continues such a configuration from its checkpoint instead of
+starting a new one (`multifidelity`). False: only configurations no trial has."""
+
+PENDING_AT_FIXED = True
+"""Whether configurations in flight at any rung are pending points at the fixed
+features (`pending_at_fixed`); False keeps Ax's rule (only those already there)."""
+
 
 def untried_candidates(
     dims: int,
@@ -75,4 +85,52 @@ def untried_candidates(
     return out
 
 
-__all__ = ["MAX_ENUMERATED", "untried_candidates"]
+def at_fixed(block: torch.Tensor | None, fixed_features: Mapping[int, float] | None) -> torch.Tensor | None:
+    """The rows of `block` whose fixed features hold their fixed values (all rows where none is fixed)."""
+    if block is None or not fixed_features:
+        return block
+    rows = block.reshape(-1, block.shape[-1])
+    keep = torch.ones(rows.shape[0], dtype=torch.bool, device=rows.device)
+    for i, value in fixed_features.items():
+        keep &= torch.isclose(rows[:, i], torch.as_tensor(float(value), dtype=rows.dtype, device=rows.device))
+    return rows[keep]
+
+
+def pending_at_fixed(
+    pending: Sequence[torch.Tensor | None] | None,
+    fixed_features: Mapping[int, float] | None,
+) -> list[torch.Tensor | None] | None:
+    """Pending points with their fixed features set to the fixed values (one row per point).
+
+    Ax keeps as pending (`X_pending`) only the pending points that already sit
+    at the fixed features, so with the fidelity held at its top rung every new
+    configuration in flight at a lower rung (most of them) was invisible to the
+    acquisition: several slots freeing at once could be given near-identical
+    configurations. Seen at the top rung, where the acquisition scores, each
+    configuration in flight counts as the pending point it is, whatever rung it
+    trains to now.
+
+    Args:
+        pending: Ax's pending observations (one tensor of rows per outcome, or None).
+        fixed_features: columns held at a value during generation.
+
+    Returns:
+        `pending` itself where nothing is held fixed; else each outcome's rows with
+        the fixed columns set, duplicates dropped (a configuration counts once).
+    """
+    if not pending or not fixed_features:
+        return None if pending is None else list(pending)
+    out: list[torch.Tensor | None] = []
+    for block in pending:
+        if block is None or block.numel() == 0:
+            out.append(block)
+            continue
+        moved = block.clone()
+        for i, value in fixed_features.items():
+            moved[..., i] = float(value)
+        out.append(torch.unique(moved.reshape(-1, moved.shape[-1]), dim=0))
+    return out
+
+
+__all__ = ["CONTINUE_PAUSED", "MAX_ENUMERATED", "PENDING_AT_FIXED", "at_fixed", "pending_at_fixed",
+           "untried_candidates"]

@@ -4,6 +4,7 @@ configurations all come from the model, none tried before at any rung."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from nasctl.optimizer import untried
@@ -60,8 +61,105 @@ def test_new_configurations_of_a_discrete_multi_fidelity_search_come_from_the_mo
         (c,) = opt.generate(1)
         history.append(c)
         opt.complete(c.index, _evaluate(c.parameters))
-    new = [c for c in history if c.method != PROMOTION]
+    new = [c for c in history if c.method != PROMOTION and c.promoted_from is None]  # not continuations
     configs = [(c.parameters["width"], c.parameters["depth"], c.parameters["lr"]) for c in new]
     assert len(set(configs)) == len(configs)
     assert not [c for c in new if c.method == EXPLORE]
     assert sum(c.method == "MBM" for c in new) >= 5
+
+
+def test_a_pending_point_is_moved_to_the_fixed_features_once() -> None:
+    pending = [torch.tensor([[2.0, 1.0, 0.0], [2.0, 1.0, 0.5], [1.0, 0.0, 1.0]], dtype=torch.double), None]
+    out = untried.pending_at_fixed(pending, {2: 1.0})
+    assert out is not None and out[1] is None
+    assert {tuple(r) for r in out[0].tolist()} == {(2.0, 1.0, 1.0), (1.0, 0.0, 1.0)}
+    assert out[0].shape == (2, 3)
+    assert untried.pending_at_fixed(pending, None) == pending  # nothing fixed: Ax's points as they are
+    assert untried.pending_at_fixed(None, {2: 1.0}) is None
+
+
+def _acquisition_pending(fixed: dict[int, float]) -> torch.Tensor | None:
+    """X_pending of nasctl's acquisition with one trial in flight at the fixed fidelity (1.0)
+    and one at a lower one (0.0), both new configurations."""
+    from ax.core.search_space import SearchSpaceDigest
+    from ax.generators.torch.botorch_modular.surrogate import Surrogate
+    from ax.generators.torch_base import TorchOptConfig
+    from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
+    from botorch.utils.datasets import SupervisedDataset
+
+    from nasctl.optimizer.acquisition import NasctlAcquisition
+
+    x = torch.tensor([[0.0, 0.0, 0.0], [1.0, 1.0, 0.0], [2.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 0.0, 0.5]],
+                     dtype=torch.double)
+    y = torch.stack([x.sum(-1), -x[:, 0]], -1)
+    ssd = SearchSpaceDigest(feature_names=["a", "b", "epochs"], bounds=[(0.0, 2.0), (0.0, 1.0), (0.0, 1.0)],
+                            ordinal_features=[0, 1], discrete_choices=CHOICES)
+    surrogate = Surrogate()
+    surrogate.fit(datasets=[SupervisedDataset(X=x, Y=y[:, i:i + 1], feature_names=ssd.feature_names,
+                                              outcome_names=[name]) for i, name in enumerate(("err", "size"))],
+                  search_space_digest=ssd)
+    pending = torch.tensor([[2.0, 1.0, 0.0], [1.0, 1.0, 1.0]], dtype=torch.double)
+    config = TorchOptConfig(objective_weights=torch.eye(2, dtype=torch.double), fixed_features=fixed,
+                            pending_observations=[pending, pending],
+                            objective_thresholds=torch.tensor([0.0, -3.0], dtype=torch.double))
+    acq = NasctlAcquisition(surrogate=surrogate, search_space_digest=ssd, torch_opt_config=config,
+                            botorch_acqf_class=qLogNoisyExpectedHypervolumeImprovement)
+    return acq.X_pending
+
+
+def test_a_configuration_in_flight_at_a_lower_rung_is_pending_where_proposals_are_scored() -> None:
+    """Ax keeps only the pending points at the fixed features: the configuration training
+    at the lower fidelity was invisible to the acquisition (several free slots could get
+    its neighbours); nasctl's counts it at the top rung."""
+    pending = _acquisition_pending({2: 1.0})
+    assert pending is not None
+    assert {tuple(r) for r in pending.tolist()} == {(2.0, 1.0, 1.0), (1.0, 1.0, 1.0)}
+
+
+def test_without_the_rule_or_fixed_features_the_pending_points_are_ax_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    pending = _acquisition_pending({})
+    assert pending is not None
+    assert {tuple(r) for r in pending.tolist()} == {(2.0, 1.0, 0.0), (1.0, 1.0, 1.0)}
+    monkeypatch.setattr(untried, "PENDING_AT_FIXED", False)
+    pending = _acquisition_pending({2: 1.0})
+    assert pending is not None and pending.tolist() == [[1.0, 1.0, 1.0]]  # Ax's: only the one at the top rung
+
+
+SMALL = SPEC.replace("values: [8, 16, 32, 64]", "values: [8, 64]").replace("values: [1, 2, 3]", "values: [1, 3]") \
+    .replace("values: [0.001, 0.01, 0.1]", "values: [0.001, 0.01]").replace("initial_trials: 4", "initial_trials: 3")
+
+
+def _drive(opt: MultiFidelityOptimizer, proposals: int) -> list:
+    out = []
+    for _ in range(proposals):
+        (c,) = opt.generate(1)
+        out.append(c)
+        opt.complete(c.index, _evaluate(c.parameters))
+    return out
+
+
+def test_the_model_continues_a_paused_configuration_from_where_it_stopped() -> None:
+    """8 configurations: once each has a trial, the model's choice is one that stopped
+    below the top rung, and it goes on from that trial to the next rung."""
+    opt = MultiFidelityOptimizer(parse_spec(SMALL))
+    history = _drive(opt, 16)
+    by_index = {c.index: c for c in history}
+    continued = [c for c in history if c.method != PROMOTION and c.promoted_from is not None]
+    assert continued, [(c.method, c.parameters, c.promoted_from) for c in history]
+    rungs = opt.fidelity.rungs
+    for c in continued:
+        source = by_index[c.promoted_from]
+        assert {k: c.parameters[k] for k in ("width", "depth", "lr")} == \
+            {k: source.parameters[k] for k in ("width", "depth", "lr")}
+        assert rungs.index(c.parameters["epochs"]) == rungs.index(source.parameters["epochs"]) + 1
+    sources = [c.promoted_from for c in history if c.promoted_from is not None]
+    assert len(sources) == len(set(sources))  # never continued twice
+    configs = [(c.parameters["width"], c.parameters["depth"], c.parameters["lr"], c.parameters["epochs"])
+               for c in history]
+    assert len(configs) == len(set(configs))  # no configuration trained to the same rung twice
+
+
+def test_without_continuing_a_model_proposal_never_continues_a_trial(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(untried, "CONTINUE_PAUSED", False)
+    history = _drive(MultiFidelityOptimizer(parse_spec(SMALL)), 16)
+    assert not [c for c in history if c.method != PROMOTION and c.promoted_from is not None]
