@@ -10,7 +10,11 @@
    (the default) a rung is ranked by the values its trials reached there;
    with `rank: model`, by what the model predicts they would reach at the top
    rung (`predict_top`);
-2. otherwise a new configuration from Ax, started at the lowest rung.
+2. otherwise the model's proposal: a configuration no trial has, started at
+   the lowest rung, or one paused below the top rung (its last trial completed
+   there and was not promoted), continued from that trial to the next rung
+   (`promoted_from`, as a promotion). The acquisition sees every configuration
+   in flight, at whatever rung, as pending at the top rung (`untried`).
 
 The model sees every trial at every rung. The fidelity parameter is one more
 input of the Ax search space (a range on the log scale), so the GP fits all
