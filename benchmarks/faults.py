@@ -415,6 +415,7 @@ def measure(run: Run) -> None:
         run.trials.append({
             "index": row["index"], "status": row["status"], "failure_class": row["failure_class"],
             "parameters": row["parameters"], "attempts": row["attempts"], "slurm_restarts": restarts,
+            "nasctl_restarts": int(row.get("restarts") or 0),
             "runs": runs, "hits": hits(runs, run.injected.get("at"), run.epoch_seconds),
             "overlapping_runs": overlapping(runs)})
     store = Store(f"sqlite:///{Path(run.folder) / 'n.db'}")
@@ -470,6 +471,7 @@ def summary(run: Run) -> dict[str, Any]:
         "failed": sum(t["status"] == "FAILED" for t in run.trials),
         "attempts": max((len(t["attempts"]) for t in hit_trials), default=0),
         "restarts": sum(t["slurm_restarts"] for t in run.trials),
+        "restarts_seen": sum(t.get("nasctl_restarts", 0) for t in run.trials),  # by nasctl, on the attempts
         "repeated_s": max(repeated) if repeated else None,
         "discarded_s": round(discarded * run.epoch_seconds, 1),
         "duplicates": sum(n - 1 for n in params.values()),

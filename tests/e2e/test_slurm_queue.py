@@ -140,3 +140,28 @@ def test_a_job_slurm_holds_for_a_reason_waiting_cannot_clear_is_unschedulable(tm
         wait_until("the job to leave the queue", lambda: not squeue(jid).startswith("PENDING"), 30)
     finally:
         subprocess.run(["scancel", jid], capture_output=True)
+
+
+def test_a_run_whose_jobs_can_never_start_stops_and_leaves_nothing_in_the_queue(tmp_path: Path) -> None:
+    """runner.cfg.time above the partition's time limit: Slurm accepts the jobs and holds
+    them PENDING (PartitionTimeLimit) for good. The first poll that sees it ends the
+    trial `unschedulable`; the experiment stops FAILED with that reason, the other queued
+    job is cancelled, and no job of the experiment is left in Slurm's queue."""
+    require_slurm()
+    name, db = "slurm-never", f"sqlite:///{tmp_path}/n.db"
+    spec = write_spec(tmp_path, name, "resumable_trial.py", {"time": "30"}, max_trials=4, parallelism=2)
+    subprocess.run(["scontrol", "update", "PartitionName=debug", "MaxTime=10"], check=True)
+    try:
+        p = run_cli("run", str(spec), "--db", db, "--json", timeout=300)
+    finally:
+        subprocess.run(["scontrol", "update", "PartitionName=debug", "MaxTime=INFINITE"], check=True)
+    assert p.returncode == 1, p.stderr[-2000:]
+    summary = json.loads(p.stdout)["summary"]
+    assert summary["status"] == "FAILED" and "can never run" in summary["reason"], summary
+    assert "PartitionTimeLimit" in summary["reason"] and "\n" not in summary["reason"], summary["reason"]
+    found = trials(db, name)
+    classes = sorted(t.failure_class or "" for t in found)
+    assert TrialStatus.RUNNING not in {t.status for t in found}, found
+    assert "unschedulable" in classes and set(classes) <= {"unschedulable", "cancelled"}, classes
+    ids = [str(job_id_of(t.job_handle)) for t in found if t.job_handle]
+    assert ids and not any(squeue(j).startswith(("PENDING", "RUNNING")) for j in ids), [squeue(j) for j in ids]
