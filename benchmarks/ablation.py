@@ -20,13 +20,12 @@ with the grid. Variants:
 - no-repeat-guard: model proposals that repeat a trial are kept;
 - no-untried: with features held fixed (multi-fidelity), Ax's own optimiser over
   the mixed space instead of the untried configurations listed (`untried`);
-- no-pending-at-top: with features held fixed (multi-fidelity), only the trials
-  pending at those features are pending points (Ax's rule), not every
-  configuration in flight at another rung (`untried.pending_at_fixed`);
-- no-continue-paused: with features held fixed (multi-fidelity), configurations
-  trained only to a lower rung are not among the model's candidates (only those no
-  trial has), so the model never continues a configuration that stopped below the
-  top rung (`untried.CONTINUE_PAUSED`);
+- pending-at-top: with features held fixed (multi-fidelity), every
+  configuration in flight at another rung is a pending point at those features
+  too, not only the trials pending there (Ax's rule; `untried.pending_at_fixed`);
+- continue-paused: with features held fixed (multi-fidelity), configurations
+  trained only to a lower rung are among the model's candidates too, and one it
+  chooses continues from its checkpoint to the next rung (`untried.CONTINUE_PAUSED`);
 - cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
 - one-hot: `auto` never picks the categorical method (unordered choices are
   one-hot encoded for the plain GP);
@@ -128,8 +127,8 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "botorch-budget": [("strategies", "acquisition_budget", lambda *_: {"num_restarts": 20, "raw_samples": 1024})],
         "no-repeat-guard": [("novelty", "REPEAT_RADIUS", 0.0)],
         "no-untried": [("untried", "MAX_ENUMERATED", 0)],
-        "no-pending-at-top": [("untried", "PENDING_AT_FIXED", False)],
-        "no-continue-paused": [("untried", "CONTINUE_PAUSED", False)],
+        "pending-at-top": [("untried", "PENDING_AT_FIXED", True)],
+        "continue-paused": [("untried", "CONTINUE_PAUSED", True)],
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],
         "one-hot": [("methods", "categorical_parameters", lambda *_: [])],
         "idle-wait": [("strategies", "FILL_WHILE_WAITING", False)],

@@ -14,9 +14,9 @@ dashboard's diagnostics) gets their own behaviour.
   improvement on their own scale (`logscale.raw_scale_plan`).
   Where features are held fixed (the fidelity at its top rung) and the others
   are discrete and few enough to list, it picks among the configurations no
-  trial has yet (`untried`), as Ax does in a fully discrete space, and counts
-  every configuration in flight at another rung as pending there
-  (`untried.pending_at_fixed`).
+  trial has yet (`untried`), as Ax does in a fully discrete space (and, with
+  `untried.PENDING_AT_FIXED`, off by default, counts every configuration in
+  flight at another rung as pending there: `untried.pending_at_fixed`).
 - `HypervolumeImprovement` (BoTorch's `qLogNoisyExpectedHypervolumeImprovement`):
   the same acquisition values, computed faster. Each speed-up is one named
   entry of `SPEEDUPS` (`benchmarks/ablation.py` turns them off one at a time)

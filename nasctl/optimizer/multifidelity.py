@@ -11,10 +11,10 @@
    with `rank: model`, by what the model predicts they would reach at the top
    rung (`predict_top`);
 2. otherwise the model's proposal: a configuration no trial has, started at
-   the lowest rung, or one paused below the top rung (its last trial completed
-   there and was not promoted), continued from that trial to the next rung
-   (`promoted_from`, as a promotion). The acquisition sees every configuration
-   in flight, at whatever rung, as pending at the top rung (`untried`).
+   the lowest rung; with `untried.CONTINUE_PAUSED` (off by default) also one
+   paused below the top rung (its last trial completed there and was not
+   promoted), continued from that trial to the next rung (`promoted_from`, as
+   a promotion).
 
 The model sees every trial at every rung. The fidelity parameter is one more
 input of the Ax search space (a range on the log scale), so the GP fits all
@@ -97,8 +97,8 @@ class MultiFidelityOptimizer(AxOptimizer):
         goes on by promotion only. Scored at the top rung, the model can still
         see improvement at a configuration observed only at a low one, and
         would propose it again; the farthest quasi-random point replaces it
-        (`novelty`, as for repeats while nothing is feasible). Except where the
-        configuration is paused (`_paused`: its last trial completed below the
+        (`novelty`, as for repeats while nothing is feasible). With
+        `untried.CONTINUE_PAUSED`, except where the configuration is paused (`_paused`: its last trial completed below the
         top rung and was not promoted): then the model's choice continues it, from
         that trial's checkpoint to the next rung, as a promotion would."""
         from ax.core.arm import Arm

@@ -30,15 +30,19 @@ import torch
 MAX_ENUMERATED = 20_000
 """Most configurations listed; a larger discrete space keeps Ax's own optimiser."""
 
-CONTINUE_PAUSED = True
+CONTINUE_PAUSED = False
 """Whether configurations observed only below the fixed features (trained to a
 lower rung and not promoted: paused) are candidates too (`at_fixed`); the
 optimizer then continues such a configuration from its checkpoint instead of
-starting a new one (`multifidelity`). False: only configurations no trial has."""
+starting a new one (`multifidelity`). Off: only configurations no trial has.
+Off by default: on the time-to-front tables it was not better on enough seeds
+(docs/multifidelity.md, "Continuing paused configurations");
+`benchmarks/ablation.py` variant `continue-paused` turns it on."""
 
-PENDING_AT_FIXED = True
+PENDING_AT_FIXED = False
 """Whether configurations in flight at any rung are pending points at the fixed
-features (`pending_at_fixed`); False keeps Ax's rule (only those already there)."""
+features (`pending_at_fixed`); off keeps Ax's rule (only those already there).
+Off by default for the same reason as `CONTINUE_PAUSED` (variant `pending-at-top`)."""
 
 
 def untried_candidates(

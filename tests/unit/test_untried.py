@@ -107,20 +107,23 @@ def _acquisition_pending(fixed: dict[int, float]) -> torch.Tensor | None:
     return acq.X_pending
 
 
-def test_a_configuration_in_flight_at_a_lower_rung_is_pending_where_proposals_are_scored() -> None:
+def test_a_configuration_in_flight_at_a_lower_rung_is_pending_where_proposals_are_scored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Ax keeps only the pending points at the fixed features: the configuration training
     at the lower fidelity was invisible to the acquisition (several free slots could get
-    its neighbours); nasctl's counts it at the top rung."""
+    its neighbours); with the rule on it counts at the top rung."""
+    monkeypatch.setattr(untried, "PENDING_AT_FIXED", True)
     pending = _acquisition_pending({2: 1.0})
     assert pending is not None
     assert {tuple(r) for r in pending.tolist()} == {(2.0, 1.0, 1.0), (1.0, 1.0, 1.0)}
 
 
 def test_without_the_rule_or_fixed_features_the_pending_points_are_ax_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(untried, "PENDING_AT_FIXED", True)
     pending = _acquisition_pending({})
     assert pending is not None
     assert {tuple(r) for r in pending.tolist()} == {(2.0, 1.0, 0.0), (1.0, 1.0, 1.0)}
-    monkeypatch.setattr(untried, "PENDING_AT_FIXED", False)
+    monkeypatch.setattr(untried, "PENDING_AT_FIXED", False)  # the default
     pending = _acquisition_pending({2: 1.0})
     assert pending is not None and pending.tolist() == [[1.0, 1.0, 1.0]]  # Ax's: only the one at the top rung
 
@@ -138,9 +141,10 @@ def _drive(opt: MultiFidelityOptimizer, proposals: int) -> list:
     return out
 
 
-def test_the_model_continues_a_paused_configuration_from_where_it_stopped() -> None:
+def test_the_model_continues_a_paused_configuration_from_where_it_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
     """8 configurations: once each has a trial, the model's choice is one that stopped
     below the top rung, and it goes on from that trial to the next rung."""
+    monkeypatch.setattr(untried, "CONTINUE_PAUSED", True)
     opt = MultiFidelityOptimizer(parse_spec(SMALL))
     history = _drive(opt, 16)
     by_index = {c.index: c for c in history}
@@ -159,7 +163,7 @@ def test_the_model_continues_a_paused_configuration_from_where_it_stopped() -> N
     assert len(configs) == len(set(configs))  # no configuration trained to the same rung twice
 
 
-def test_without_continuing_a_model_proposal_never_continues_a_trial(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(untried, "CONTINUE_PAUSED", False)
+def test_without_continuing_a_model_proposal_never_continues_a_trial() -> None:
+    assert not untried.CONTINUE_PAUSED  # the default
     history = _drive(MultiFidelityOptimizer(parse_spec(SMALL)), 16)
     assert not [c for c in history if c.method != PROMOTION and c.promoted_from is not None]
