@@ -27,9 +27,6 @@ def test_a_node_set_down_under_running_trials_costs_at_most_one_checkpoint_inter
     assert s["completed"] == faults.BUDGET and s["manual"] == 0
     assert s["duplicates"] == 0 and s["overlapping"] == 0 and s["orphans"] == 0
     assert s["repeated_s"] is not None and s["repeated_s"] <= 2.0  # at most one checkpoint interval per hit
-    # a NODE_FAIL ends the attempt (retried by nasctl); any restart Slurm made under the same job id
-    # (each launch.json's record) is also on nasctl's attempts
-    assert s["restarts_seen"] == s["restarts"], s
     assert faults.verdict(faults.FAULTS["node-down"], [s], [faults.Run(**{k: v for k, v in run.items()
                                                                          if k != "summary"})], 2.0) == "met"
 
