@@ -147,6 +147,7 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
     rows = [trial_row(t, spec, now) for t in trials if t.status.is_terminal]
     durations = [r["duration_s"] for r in rows if r["duration_s"] is not None]
     waiting = sum(1 for t in trials if queued(t))
+    use = experiment_usage(trials, now)
     status = exp.status.value
     if exp.status == ExperimentStatus.RUNNING and not alive:
         status = "NOT_RUNNING"  # recorded RUNNING, but no orchestrator drives it (killed): resume it
@@ -168,8 +169,8 @@ def status_view(store: Store, name: str) -> dict[str, Any]:
         "trials": counts,
         "queued": waiting,
         "running": counts[TrialStatus.RUNNING.value] - waiting,
-        "usage": usage_row(experiment_usage(trials, now)),
-        "gpu_hours": round(experiment_usage(trials, now).gpu_hours, 6),
+        "usage": usage_row(use),
+        "gpu_hours": round(use.gpu_hours, 6),
         "hypervolume": res.hypervolume,
         "pareto_size": len(res.indices),
         "mean_trial_seconds": round(sum(durations) / len(durations), 3) if durations else None,
