@@ -79,3 +79,19 @@ def test_leases_end_with_the_trial_are_reclaimed_and_adopted(db_url: str) -> Non
     store.set_device_wait(ids[1], datetime(2026, 1, 1))
     assert store.get_trial(exp, 1).device_wait_since == datetime(2026, 1, 1)
     store.close()
+
+
+def test_a_placement_sees_every_experiments_leases_on_its_host(db_url: str) -> None:
+    """Two experiments share a host: the second's trial is placed beside the
+    first's at once, on a free device, not on the one the first holds."""
+    store = Store(db_url, create=True)
+    a, _ = _experiment(store, "first", 1)
+    b, _ = _experiment(store, "second", 1)
+    devices, _ = store.place_devices("node", "node:1:0", a, 0, lambda held: choose_devices(INVENTORY, 1, held),
+                                     lambda _l: False)
+    assert devices == ["0"]
+    devices, reclaimed = store.place_devices("node", "node:2:0", b, 0, lambda held: choose_devices(INVENTORY, 1, held),
+                                             lambda _l: False)
+    assert devices == ["1"] and reclaimed == []
+    assert sorted((lease.experiment_id, lease.device) for lease in store.device_leases(host="node")) == [(a, "0"), (b, "1")]
+    store.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from nasctl.errors import AlreadyExistsError
+from nasctl.leases import owner_id
 from nasctl.server.supervisor import Supervisor
 from nasctl.spec import parse_spec
 from nasctl.types import ExperimentStatus, TrialStatus
@@ -53,3 +54,22 @@ def test_a_submission_whose_folder_holds_another_runs_trials_is_refused(tmp_path
     assert sup.submit(parse_spec(SPEC.format(name="new", gpu=0))).status == ExperimentStatus.QUEUED
     sup.close()
     sup.store.close()
+
+
+def test_an_experiment_whose_orchestrator_lives_is_not_taken_over(tmp_path: Path) -> None:
+    """A RUNNING experiment leased by a live process with a fresh heartbeat (here a
+    loop of this very process, as the Python API beside an embedded service) is
+    left to it: one step starts no driver and writes no "taken over" event."""
+    sup = Supervisor(f"sqlite:///{tmp_path / 's.db'}", str(tmp_path / "runs"), max_experiments=2, tick=3600)
+    sup.start()
+    store = sup.store
+    exp = sup.submit(parse_spec(SPEC.format(name="driven", gpu=0)))
+    store.set_experiment_status(exp.id, ExperimentStatus.RUNNING)
+    store.acquire_lease(exp.id, owner_id(), 60.0)
+    sup._step()
+    assert sup.drivers == {}
+    assert not [e for e in store.events(exp.id) if "taken over" in e.message]
+    assert store.get_experiment("driven").status == ExperimentStatus.RUNNING
+    assert store.get_experiment("driven").lease_owner == owner_id()
+    sup.close()
+    store.close()

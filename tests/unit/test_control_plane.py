@@ -23,7 +23,8 @@ import pytest
 from nasctl.errors import SchedulerUnreachable, SpecError
 from nasctl.orchestration.generator import CandidateGenerator
 from nasctl.orchestration.loop import Orchestrator
-from nasctl.orchestration.reach import SCHEDULER_EVENT
+from nasctl.orchestration.progress import Messages
+from nasctl.orchestration.reach import SCHEDULER_EVENT, STATUS, Reachability
 from nasctl.orchestration.running import FAST_POLL_SECONDS, sleep_seconds
 from nasctl.orchestration.views import status_view
 from nasctl.runners import JobRequest, JobState, JobStatus, Runner, SubmittedJob, get_runner, runner_settings
@@ -48,6 +49,7 @@ class Outage(Runner):
         self.forgotten: set[str] = set()
         self.cancelled: list[str] = []
         self.submits = self.refused = 0
+        self.calls_while_down = 0  # find and submit: each scheduler call a submission makes while it is down
         self.error = "the test cluster's controller does not answer"
 
     def _check(self) -> None:
@@ -60,6 +62,7 @@ class Outage(Runner):
     def submit(self, request: JobRequest) -> SubmittedJob:
         if self.down.is_set():
             self.refused += 1
+            self.calls_while_down += 1
         self._check()
         self.submits += 1
         return self.inner.submit(request)
@@ -79,6 +82,8 @@ class Outage(Runner):
         return self.inner.log_tail(job, lines)
 
     def find(self, request: JobRequest) -> SubmittedJob | None:
+        if self.down.is_set():
+            self.calls_while_down += 1
         self._check()
         return self.inner.find(request)
 
@@ -122,8 +127,9 @@ def statuses(store: Store, exp_id: int) -> list[str]:
 def test_an_unreachable_scheduler_is_a_wait_not_a_failure(tmp_path: Path) -> None:
     store, exp, spec, gen = experiment(tmp_path, "outage", [1.0, 1.0, 0.5, 0.5], parallelism=2)
     runner = Outage()
+    # the outage below lasts 3-10 s: shorter than the timeout, so the experiment waits it out
     orch = Orchestrator(store, exp, spec, runner, gen, metrics_interval=0.1,
-                        settings=ControlSettings(poll_interval=0.1, unreachable_timeout=600))
+                        settings=ControlSettings(poll_interval=0.1, unreachable_timeout=30))
     thread, out = in_thread(orch)
     wait_for("two running trials", lambda: statuses(store, exp.id).count("RUNNING") == 2)
     runner.down.set()
@@ -185,11 +191,11 @@ def test_submissions_wait_for_the_scheduler_with_a_pause_between_tries(tmp_path:
     thread, out = in_thread(orch)
     wait_for("two recorded candidates", lambda: len(store.list_trials(exp.id)) == 2)
     time.sleep(7.0)  # a first try, then one more after the first pause (5 s)
-    tries = runner.refused
+    tries = runner.calls_while_down  # every call a submission makes (find first, then submit)
     assert statuses(store, exp.id) == ["CANDIDATE", "CANDIDATE"]
     runner.down.clear()
     thread.join(60)
-    assert 1 <= tries <= 3, tries  # tried again after a pause, not at every 0.1 s tick
+    assert 1 <= tries <= 3, tries  # tried again after a pause, not at every 0.1 s tick (70 ticks)
     assert out["summary"].status == ExperimentStatus.COMPLETED
     assert statuses(store, exp.id) == ["COMPLETED", "COMPLETED"] and runner.submits == 2
 
@@ -225,6 +231,18 @@ def test_an_outage_longer_than_unreachable_timeout_stops_the_experiment_resumabl
                          settings=ControlSettings(poll_interval=0.1))
     assert again.run().status == ExperimentStatus.COMPLETED
     assert statuses(store, exp.id) == ["COMPLETED"] * 3
+
+
+def test_an_outage_stops_the_experiment_exactly_when_it_reaches_unreachable_timeout(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path}/reach.db", create=True)
+    exp = store.create_experiment("reach", {"name": "reach"}, str(tmp_path / "reach"))
+    reach = Reachability(store, exp, "testcluster", ControlSettings(poll_interval=1.0, unreachable_timeout=100), Messages())
+    reach.failed(STATUS, SchedulerUnreachable("no answer"), now=1000.0)
+    assert reach.expired(1000.0 + 99.0) is None  # shorter than the timeout: still a wait
+    assert "longer than runner.cfg.unreachable_timeout (100s" in (reach.expired(1000.0 + 100.5) or "")
+    reach.answered(STATUS, now=1101.0)
+    assert reach.expired(5000.0) is None  # it answered: the outage is over
+    store.close()
 
 
 def _skipping(n: int) -> ListOptimizer:
