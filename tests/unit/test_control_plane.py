@@ -41,13 +41,15 @@ class Outage(Runner):
     """The real local runner, except while `down` (every query and submission raises
     SchedulerUnreachable) or for the handles in `forgotten` (answered UNKNOWN)."""
 
-    def __init__(self) -> None:
-        self.inner = get_runner("local_cwd")
+    def __init__(self, cfg: dict[str, Any] | None = None) -> None:
+        self.inner = get_runner("local_cwd", cfg or {})
         self.scheduler = "testcluster"
         self.poll_interval = 0.1
         self.down = threading.Event()
         self.forgotten: set[str] = set()
         self.cancelled: list[str] = []
+        self.store: Store | None = None  # when set: the device leases held at each cancel are kept
+        self.leases_at_cancel: dict[str, list[tuple[int, str]]] = {}
         self.submits = self.refused = 0
         self.calls_while_down = 0  # find and submit: each scheduler call a submission makes while it is down
         self.error = "the test cluster's controller does not answer"
@@ -76,10 +78,15 @@ class Outage(Runner):
 
     def cancel(self, job: SubmittedJob) -> None:
         self.cancelled.append(job.handle)
+        if self.store is not None:
+            self.leases_at_cancel[job.handle] = [(lease.trial_index, lease.device) for lease in self.store.device_leases()]
         self.inner.cancel(job)
 
     def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
         return self.inner.log_tail(job, lines)
+
+    def device_inventory(self) -> Any:
+        return self.inner.device_inventory()
 
     def find(self, request: JobRequest) -> SubmittedJob | None:
         if self.down.is_set():
@@ -255,14 +262,18 @@ def _skipping(n: int) -> ListOptimizer:
 def test_a_job_is_lost_only_after_lost_after_seconds_of_unknown_in_a_row(tmp_path: Path) -> None:
     # trial 0: UNKNOWN for 1 s (less than lost_after), then known again: it completes, not lost.
     # trial 1: UNKNOWN from its start on: lost after 2.5 s, cancelled, retried in a second attempt.
-    store, exp, spec, gen = experiment(tmp_path, "lost", [2.0, 30.0], parallelism=2, extra=", max_retries: 1")
-    runner = Outage()
+    # each trial holds one of two devices: the lost job is cancelled before its device is freed
+    store, exp, spec, gen = experiment(tmp_path, "lost", [2.0, 30.0], parallelism=2,
+                                       extra=", max_retries: 1, resources: {gpu: 1}")
+    runner = Outage({"devices": [0, 1]})
+    runner.store = store
     orch = Orchestrator(store, exp, spec, runner, gen, metrics_interval=0.1,
                         settings=ControlSettings(poll_interval=0.1, lost_after=2.5))
     thread, out = in_thread(orch)
     trials = wait_for("two running trials", lambda: [t for t in store.list_trials(exp.id) if t.job_handle]
                       if statuses(store, exp.id).count("RUNNING") == 2 else None)
     first, second = (t.job_handle or "" for t in sorted(trials, key=lambda t: t.index))
+    second_device = next(t.devices for t in trials if t.index == 1)[0]
     runner.forgotten |= {first, second}
     t0 = time.monotonic()
     time.sleep(1.0)
@@ -275,6 +286,7 @@ def test_a_job_is_lost_only_after_lost_after_seconds_of_unknown_in_a_row(tmp_pat
     first_attempt = retried.attempts[0]
     assert first_attempt["failure_class"] == "infrastructure" and "was lost" in first_attempt["reason"]
     assert second in runner.cancelled  # the lost job is cancelled before its attempt ends
+    assert (1, second_device) in runner.leases_at_cancel[second]  # its device was still leased to it then
     assert first not in runner.cancelled
     wait_for("trial 0 completed", lambda: store.list_trials(exp.id)[0].status == TrialStatus.COMPLETED)
     orch.request_stop("test done", cancel=True)  # trial 1's second attempt would sleep its 30 s

@@ -207,6 +207,35 @@ def test_fail_fast_judges_a_run_by_its_repeated_failures() -> None:
                 and "ValueError: lr 0.3" in why) if stops else why is None
 
 
+def test_fail_fast_judges_only_the_failures_of_this_run_after_a_resume(tmp_path: Path) -> None:
+    """Three trials failed the same way before a resume (the user has since fixed the
+    script): the resumed run, with fail_fast: 3, goes on and judges its own trials."""
+    from nasctl.orchestration.ledger import TrialLedger
+    from nasctl.spec import parse_spec
+
+    spec = parse_spec("name: f\nsearch_space: {x: {type: float, low: 0, high: 1}}\nobjectives: {a: {goal: maximize}}\n"
+                      "budget: {max_trials: 9, max_failures: 8, fail_fast: 3}\ntrial: {script: t.py}\n")
+    store = Store(f"sqlite:///{tmp_path / 'f.db'}", create=True)
+    exp = store.create_experiment("f", {"name": "f"}, str(tmp_path / "f"))
+    for i, lr in enumerate((0.1, 0.2, 0.3)):
+        t = store.add_trial(exp.id, i, {"x": lr}, "Sobol", f"f-{i}", str(tmp_path / f"t{i}"))
+        store.finish_trial(t.id, TrialStatus.FAILED, None, f"job failed: exit code 1: ValueError: lr {lr}",
+                           failure_class="user")
+    ledger = TrialLedger(spec)
+    for t in store.list_trials(exp.id):
+        ledger.load(t)
+    assert ledger.counts[TrialStatus.FAILED.value] == 3 and ledger.left == 6
+    assert ledger.failures_exceeded("f") is None  # not stopped at once: the new trials are judged
+    for lr in (0.4, 0.5):
+        ledger.move(None, TrialStatus.FAILED)
+        ledger.failed("user", f"job failed: exit code 1: ValueError: lr {lr}")
+    assert ledger.failures_exceeded("f") is None  # two of this run's own: not yet three
+    ledger.move(None, TrialStatus.FAILED)
+    ledger.failed("user", "job failed: exit code 1: ValueError: lr 0.6")
+    assert "the last 3 trials all failed the same way" in (ledger.failures_exceeded("f") or "")
+    store.close()
+
+
 def test_dryrun_shows_the_path_the_trial_gets(tmp_path: Path) -> None:
     """TorchX's local scheduler puts the working folder before the launching process's PATH."""
     import os

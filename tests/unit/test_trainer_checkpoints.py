@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from nasctl.metrics.tensorboard import read_scalars
-from nasctl.search_spaces.checkpoints import CheckpointCallback, SignalFlags, check_checkpoint
+from nasctl.search_spaces.checkpoints import CheckpointCallback, SignalFlags, check_checkpoint, save_checkpoint
 from tests.conftest import ROOT
 from tests.unit.held_model import HOLD_ENV
 
@@ -169,6 +169,26 @@ def test_check_checkpoint_says_why_a_file_is_no_checkpoint(tmp_path: Path) -> No
         check_checkpoint(str(tmp_path / "plain.pt"))
     with pytest.raises(ValueError, match="no such file"):
         check_checkpoint(str(tmp_path / "none.ckpt"))
+
+
+def test_a_save_that_fails_halfway_leaves_the_earlier_checkpoint_intact(tmp_path: Path) -> None:
+    """A save that dies after writing part of the file (disk full, a kill inside
+    Lightning's writer) leaves the last good checkpoint whole and loadable."""
+    path = tmp_path / "ckpt" / "last.ckpt"
+    path.parent.mkdir()
+    torch.save({"state_dict": {"w": torch.ones(3)}, "loops": {}, "epoch": 4, "global_step": 40}, path)
+    before = path.read_bytes()
+
+    def half_then_fail(target: str) -> None:
+        with open(target, "wb") as f:
+            f.write(before[: len(before) // 2])
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        save_checkpoint(SimpleNamespace(save_checkpoint=half_then_fail), str(path))  # type: ignore[arg-type]
+    assert path.read_bytes() == before
+    check_checkpoint(str(path))  # still a whole checkpoint
+    assert torch.load(path, weights_only=False)["epoch"] == 4
 
 
 def test_signal_flags_and_a_sigterm_before_training() -> None:
