@@ -92,6 +92,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.problems import EXTRA_PROBLEMS, PROBLEMS, get_problem, hv_trace  # noqa: E402
 from benchmarks import args as argtypes  # noqa: E402
+from benchmarks import summary  # noqa: E402
 from benchmarks.sample_efficiency import nasctl_spec  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "ablation"
@@ -334,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
         if not all(list(pool.map(one, pending))):
             return 1
     print(report(args.out, args.problem, variants, seeds))
+    # the summary of every run under --out, all problems and parallelisms (the file git keeps)
+    root = args.out.parent if args.parallelism > 1 else args.out
+    given = argv if argv is not None else sys.argv[1:]
+    summary.write(root, (*CHECKPOINTS, 50), "python benchmarks/ablation.py " + " ".join(given))
     return 0
 
 

@@ -264,7 +264,18 @@ def main() -> None:
             "python": sys.version.split()[0], "spec": args.spec, "parallelism": par}
     Path(args.out).write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
     print(f"\nraw results: {args.out}", file=sys.stderr)
+    print(f"summary: {add_to_summary(SUMMARY, Path(args.out).stem, meta, runs)}", file=sys.stderr)
 
 
-if __name__ == "__main__":
-    main()
+SUMMARY = ROOT / "benchmarks" / "results" / "e2e" / "summary.json"
+"""The file git keeps: every command's runs without their per-trial lists (`add_to_summary`)."""
+BULKY = ("gaps", "clocks", "work_dir", "load_before", "load_after")
+
+
+def add_to_summary(path: Path, name: str, meta: dict[str, Any], runs: list[dict[str, Any]]) -> Path:
+    """Store one command's runs in the summary under `name` (its --out file's stem):
+    the per-run fields, without the per-trial clocks and gaps the raw file keeps."""
+    from benchmarks.summary import merge_into
+
+    return merge_into(path, name, {"meta": meta, "runs": [{k: v for k, v in r.items() if k not in BULKY}
+                                                          for r in runs]})

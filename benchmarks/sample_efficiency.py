@@ -52,6 +52,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks import args as argtypes  # noqa: E402
 from benchmarks import parallel  # noqa: E402
+from benchmarks import summary  # noqa: E402
 from benchmarks.problems import PROBLEMS, Problem, get_problem, hv_trace  # noqa: E402
 
 METHODS = ["random", "tpe", "nsga2", "gp", "nasctl", "ax"]
@@ -480,10 +481,20 @@ def main(argv: list[str] | None = None) -> int:
     print(report(a.out, problems, methods))
     for p in plot(a.out, problems, methods):
         print(f"plot: {p}", file=sys.stderr)
+    _write_summary(a.out, CHECKPOINTS, "--report")
     if failed:
         print(f"{failed} run process(es) failed (above); the table holds the runs that finished", file=sys.stderr)
         return 1
     return 0
+
+
+def _write_summary(out: Path, checkpoints: tuple[int, ...], report_args: str) -> None:
+    """`out/summary.json` from every run stored under `out` (`benchmarks/summary.py`): the
+    file the repository keeps; the per-run files stay out of git."""
+    shown = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    path = summary.write(out, checkpoints, f"python benchmarks/sample_efficiency.py {report_args} --out {shown}")
+    if path is not None:
+        print(f"summary: {path}", file=sys.stderr)
 
 
 def _import_longer(src: Path, problems: list[str], methods: list[str], seeds: list[int], budget: int,
@@ -555,6 +566,7 @@ def _main_parallel(problems: list[str], methods: list[str], seeds: list[int], bu
                                longer or [r for r in results if r["parallelism"] > 1], problems))
     for p in parallel.plot(results, problems, methods, out):
         print(f"plot: {p}", file=sys.stderr)
+    _write_summary(out, checkpoints, "--parallelism 1,4,16 --report")
     if failed:
         print(f"{failed} run process(es) failed (above); the table holds the runs that finished", file=sys.stderr)
         return 1
