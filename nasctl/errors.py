@@ -90,3 +90,8 @@ class UnsupportedVersionError(NasctlError):
 
 class ExperimentBusyError(BadInputError):
     """The experiment is running or queued (some process drives it): it cannot be renamed or removed now."""
+
+
+class ConflictError(BadInputError):
+    """The request is valid but the experiment or trial is not in a state that allows it
+    (a trial that has already ended cancelled; HTTP 409)."""

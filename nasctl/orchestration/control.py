@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nasctl.errors import AlreadyExistsError, BadInputError, NotFoundError, SpecError
+from nasctl.errors import AlreadyExistsError, BadInputError, ConflictError, NotFoundError, SpecError
 from nasctl.orchestration.views import early_stop_records, orchestrator_alive
 from nasctl.runners import Runner, get_runner, runner_settings
 from nasctl.runners.pool import StatusPool
@@ -141,24 +141,48 @@ def start_experiment(
     Raises:
         AlreadyExistsError: an experiment of that name exists (resume it instead).
     """
-    from nasctl.leases import owner_id
-
     check_spec_runnable(spec)
     prepare_orchestrator_process()
+    exp = create_experiment(store, spec, work_root, "continue it with `nasctl resume {name}`, or pass --name to "
+                            "start a new one")
+    return _drive(store, exp, spec, on_progress, poll_interval, lookahead=lookahead)
+
+
+def create_experiment(store: Store, spec: ExperimentSpec, work_root: str, exists_hint: str, *,
+                      queued: bool = False, elsewhere: str | None = None) -> ExperimentRecord:
+    """Record a new experiment: the one way every entry point creates one.
+
+    Its name must be free in the store and its folder (`work_root/NAME`) hold no
+    other run's trials. A run started here is recorded RUNNING, leased to this
+    process, with its folder made; one submitted to the service is recorded
+    QUEUED ("submitted to the service"), for the service's admission to start.
+
+    Args:
+        exists_hint: what to do when the name is taken (`{name}` is replaced).
+        queued: record it QUEUED for the service instead of running it here.
+        elsewhere: how the caller's user puts the files in another folder.
+
+    Raises:
+        AlreadyExistsError: the name is taken, or the folder holds another run's trials.
+    """
+    from nasctl.leases import owner_id
+
     try:
         store.get_experiment(spec.name)
     except NotFoundError:
         pass
     else:
-        raise AlreadyExistsError(
-            f"experiment {spec.name!r} already exists in {store.display_url}",
-            f"continue it with `nasctl resume {spec.name}`, or pass --name to start a new one",
-        )
+        raise AlreadyExistsError(f"experiment {spec.name!r} already exists in {store.display_url}",
+                                 exists_hint.replace("{name}", spec.name))
     work_dir = str(Path(work_root, spec.name).resolve())
-    check_work_dir_free(store, work_dir, spec.name)
+    check_work_dir_free(store, work_dir, spec.name, elsewhere)
+    if queued:
+        exp = store.create_experiment(spec.name, spec_to_dict(spec), work_dir)
+        store.set_experiment_status(exp.id, ExperimentStatus.QUEUED, "submitted to the service")
+        return store.get_experiment(spec.name)
     exp = store.create_experiment(spec.name, spec_to_dict(spec), work_dir, owner=owner_id())
     os.makedirs(work_dir, exist_ok=True)
-    return _drive(store, exp, spec, on_progress, poll_interval, lookahead=lookahead)
+    return exp
 
 
 def check_work_dir_free(store: Store, work_dir: str, name: str, elsewhere: str | None = None) -> None:
@@ -279,26 +303,83 @@ def _projected(record: dict[str, Any] | None) -> dict[str, float] | None:
     return {str(k): float(v) for k, v in projected.items() if isinstance(v, (int, float))}
 
 
-def request_stop(store: Store, name: str, cancel: bool) -> dict[str, Any]:
-    """Stop an experiment. With a live orchestrator, record a request it acts on
-    within a second; without one, stop it here: with `cancel`, running trials
-    are cancelled and ABANDONED, else they are left for `nasctl resume`."""
+def submit_experiment(store: Store, spec: ExperimentSpec, work_root: str) -> ExperimentRecord:
+    """Check `spec` as `nasctl run` does and queue it for the service (QUEUED)."""
+    check_spec_runnable(spec)
+    return create_experiment(store, spec, work_root, "pick another name (--name), or resume it from the dashboard",
+                             queued=True, elsewhere="submit it under another name (its files go to a folder of that name)")
+
+
+def admits(store: Store, spec: ExperimentSpec, host: str) -> bool:
+    """Admission: could the experiment's first trial be placed on `host`'s devices now?
+
+    Decided by the rule that places trials (`choose_devices`, `trials_per_device`
+    included) over the leases live trials hold on the host, so that the service
+    starts an experiment exactly when its first trial would find devices."""
+    from nasctl.orchestration.devices import choose_devices
+
+    gpu = spec.trial.resources.gpu
+    if gpu <= 0 or not source_of(spec.trial).uses_trial_resources:  # a component's role says its GPUs
+        return True
+    inventory = get_runner(spec.runner.scheduler, spec.runner.cfg).device_inventory()
+    if inventory is None:  # the cluster's scheduler places them
+        return True
+    held = [lease for lease in store.device_leases(host=host)
+            if lease.trial_status is not None and not lease.trial_status.is_terminal]
+    return choose_devices(inventory, gpu, held) is not None
+
+
+def request_stop(store: Store, name: str, cancel: bool, reason: str | None = None) -> dict[str, Any]:
+    """Stop an experiment (`nasctl stop`, the Python API, the dashboard). With a live
+    orchestrator, record a request it acts on within a second; without one (QUEUED
+    for the service, or its orchestrator is gone), stop it here: with `cancel`,
+    running trials are cancelled and ABANDONED, else they are left for `nasctl resume`.
+    `reason`: who asked (default: `nasctl stop`)."""
     from nasctl.runners.base import SubmittedJob
 
     exp = store.get_experiment(name)
-    if orchestrator_alive(exp):
-        queries.request_stop(store, exp.id, "by `nasctl stop" + (" --cancel`" if cancel else "`"), cancel=cancel)
-        return {"experiment": name, "orchestrator": exp.lease_owner, "requested": True, "cancel": cancel}
-    spec = spec_from_dict(exp.spec)
+    who = reason or ("by `nasctl stop" + (" --cancel`" if cancel else "`"))
+    if orchestrator_alive(exp) and exp.status == ExperimentStatus.RUNNING:
+        event_id = queries.request_stop(store, exp.id, who, cancel=cancel)
+        return {"experiment": name, "orchestrator": exp.lease_owner, "requested": True, "cancel": cancel,
+                "event_id": event_id}
     cancelled = []
     if cancel:
+        spec = spec_from_dict(exp.spec)
         runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
         for t in store.list_trials(exp.id, [TrialStatus.RUNNING, TrialStatus.CANDIDATE]):
             if t.status == TrialStatus.RUNNING:
                 runner.cancel(SubmittedJob(t.job_handle or "", t.runner_metadata))
-            store.finish_trial(t.id, TrialStatus.ABANDONED, failure_reason="cancelled by `nasctl stop --cancel`")
+            store.finish_trial(t.id, TrialStatus.ABANDONED, failure_reason=f"cancelled ({who})")
             cancelled.append(t.index)
     if exp.status in (ExperimentStatus.RUNNING, ExperimentStatus.QUEUED) or cancelled:
-        store.set_experiment_status(exp.id, ExperimentStatus.STOPPED, "stopped by `nasctl stop`"
-                                    + (" --cancel" if cancel else "") + " (no orchestrator was running)")
+        store.set_experiment_status(exp.id, ExperimentStatus.STOPPED,
+                                    f"stopped {who}" + (" (no orchestrator was running)"
+                                                        if exp.status == ExperimentStatus.RUNNING else ""))
     return {"experiment": name, "orchestrator": None, "requested": False, "cancel": cancel, "cancelled": cancelled}
+
+
+def request_cancel(store: Store, name: str, index: int, reason: str) -> dict[str, Any]:
+    """Cancel one trial (the dashboard, the Python API). With a live orchestrator,
+    record a request it acts on within a second; without one, cancel its job here
+    and end it ABANDONED.
+
+    Raises:
+        NotFoundError: no such experiment or trial.
+        ConflictError: the trial has already ended.
+    """
+    from nasctl.runners.base import SubmittedJob
+
+    exp = store.get_experiment(name)
+    t = store.get_trial(exp.id, index)
+    if t.status.is_terminal:
+        raise ConflictError(f"trial {index} is {t.status.value}", "only candidate or running trials can be cancelled")
+    if orchestrator_alive(exp) and exp.status == ExperimentStatus.RUNNING:
+        event_id = queries.request_cancel(store, exp.id, index, reason)
+        return {"experiment": name, "trial_index": index, "requested": True, "event_id": event_id}
+    if t.status == TrialStatus.RUNNING:
+        spec = spec_from_dict(exp.spec)
+        get_runner(spec.runner.scheduler, spec.runner.cfg).cancel(SubmittedJob(t.job_handle or "", t.runner_metadata))
+    store.finish_trial(t.id, TrialStatus.ABANDONED, failure_reason=f"cancelled on request ({reason})",
+                       failure_class="cancelled")
+    return {"experiment": name, "trial_index": index, "requested": False, "event_id": None}

@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nasctl.errors import AlreadyExistsError, LeaseError, NasctlError, NotFoundError
+from nasctl.errors import LeaseError, NasctlError, NotFoundError
 from nasctl.leases import (
     SERVICE_STALE_SECONDS,
     LeaseOwner,
@@ -58,10 +58,8 @@ from nasctl.leases import (
 from nasctl.orchestration import control
 from nasctl.orchestration.loop import Orchestrator
 from nasctl.orchestration.views import orchestrator_alive
-from nasctl.runners import get_runner
 from nasctl.runners.pool import StatusPool
-from nasctl.sources import source_of
-from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
+from nasctl.spec import ExperimentSpec, spec_from_dict
 from nasctl.store import Store
 from nasctl.types import ExperimentRecord, ExperimentStatus, ServiceLease
 
@@ -215,20 +213,7 @@ class Supervisor:
             LeaseError: this service is stopping, or a standby.
         """
         self._refuse_if_standby()
-        control.check_spec_runnable(spec)
-        try:
-            self.store.get_experiment(spec.name)
-        except NotFoundError:
-            pass
-        else:
-            raise AlreadyExistsError(f"experiment {spec.name!r} already exists in {self.store.display_url}",
-                                     "pick another name (--name), or resume it from the dashboard")
-        work_dir = str(Path(self.work_root, spec.name))
-        control.check_work_dir_free(self.store, str(Path(work_dir).resolve()), spec.name,
-                                    elsewhere="submit it under another name (its files go to a folder of that name)")
-        exp = self.store.create_experiment(spec.name, spec_to_dict(spec), work_dir)
-        self.store.set_experiment_status(exp.id, ExperimentStatus.QUEUED, "submitted to the service")
-        return self.store.get_experiment(spec.name)
+        return control.submit_experiment(self.store, spec, self.work_root)
 
     def requeue(self, name: str) -> ExperimentRecord:
         """Queue a STOPPED or FAILED experiment again (the dashboard's resume).
@@ -333,20 +318,11 @@ class Supervisor:
         self._reap()
 
     def _devices_free(self, exp: ExperimentRecord) -> bool:
-        """Are enough devices free on this host for the experiment's first trial?"""
+        """Are enough devices free on this host for the experiment's first trial? (`control.admits`)"""
         try:
-            spec = spec_from_dict(exp.spec)
-            gpu = spec.trial.resources.gpu
-            if gpu <= 0 or not source_of(spec.trial).uses_trial_resources:  # a component's role says its GPUs
-                return True
-            inventory = get_runner(spec.runner.scheduler, spec.runner.cfg).device_inventory()
+            return control.admits(self.store, spec_from_dict(exp.spec), self.host)
         except NasctlError:
             return True  # its driver meets the problem and fails the experiment with it
-        if inventory is None:
-            return True
-        held = {lease.device for lease in self.store.device_leases(host=self.host)
-                if lease.trial_status is not None and not lease.trial_status.is_terminal}
-        return len([d for d in inventory.devices if d not in held]) >= gpu
 
     def _start(self, exp: ExperimentRecord, note: str | None) -> None:
         if note:

@@ -18,13 +18,13 @@ from fastapi import APIRouter, Body, Header, Path, Query, Request, Response
 from pydantic import BaseModel
 
 from nasctl import __version__
-from nasctl.errors import BadInputError, NasctlError, NotFoundError
+from nasctl.errors import BadInputError, ConflictError, NasctlError, NotFoundError
 from nasctl.spec import ChoiceParameter, spec_from_dict
 from nasctl.store import Store
 from nasctl.store import manage as store_manage
 from nasctl.store import queries
 from nasctl.types import TrialStatus
-from nasctl.orchestration import views
+from nasctl.orchestration import control, views
 from nasctl.web import logs, serializers
 from nasctl.web.analysis import AnalysisCache, ExperimentAnalysis, UsageCache, parallel_sample
 from nasctl.web.insights import parse_filters
@@ -39,10 +39,6 @@ class AuthError(NasctlError):
     def __init__(self, message: str, hint: str | None = None, status_code: int = 401) -> None:
         super().__init__(message, hint)
         self.status_code = status_code
-
-
-class ConflictError(NasctlError):
-    """The request is valid but the experiment or trial is not in a state that allows it (409)."""
 
 
 #: At most this many trials go into the parallel-coordinates plot (front first).
@@ -371,17 +367,20 @@ def stop(
     authorization: Annotated[str | None, Header()] = None,
     x_nasctl_token: Annotated[str | None, Header()] = None,
 ) -> dict[str, Any]:
-    """Records a `stop_requested` event; the orchestrator observes it and stops cleanly.
-    Running trials keep running for `nasctl resume`, unless the body says `{"cancel": true}`."""
+    """Stops the experiment as `nasctl stop` does: its orchestrator, if one runs it, stops
+    within a second (a `stop_requested` event); with none (queued, or its orchestrator is
+    gone), it is marked STOPPED here. Running trials keep running for `nasctl resume`,
+    unless the body says `{"cancel": true}`."""
     require_token(request, authorization, x_nasctl_token)
     st = state(request)
     exp = st.store.get_experiment(name)
-    if exp.status.value != "RUNNING":
+    if exp.status.value not in ("RUNNING", "QUEUED"):
         raise ConflictError(f"experiment {name!r} is {exp.status.value}, not RUNNING", "nothing to stop")
     reason = _reason(body, "requested from the dashboard")
     cancel = bool((body or {}).get("cancel", False)) if isinstance(body, dict) else False
-    event_id = queries.request_stop(st.store, exp.id, reason, cancel=cancel)
-    return {"kind": queries.STOP_REQUESTED, "event_id": event_id, "experiment": name}
+    done = control.request_stop(st.store, name, cancel, reason=reason)
+    return {"kind": queries.STOP_REQUESTED if done["requested"] else "stopped", "event_id": done.get("event_id"),
+            "experiment": name, "requested": done["requested"], "cancelled": done.get("cancelled", [])}
 
 
 @router.post("/experiments/{name}/trials/{index}/cancel", summary="Ask the orchestrator to cancel a trial (token)", responses=WRITE_RESPONSES)
@@ -393,16 +392,14 @@ def cancel(
     authorization: Annotated[str | None, Header()] = None,
     x_nasctl_token: Annotated[str | None, Header()] = None,
 ) -> dict[str, Any]:
-    """Records a `cancel_requested` event with the trial index; the orchestrator cancels its job."""
+    """Cancels the trial's job: its orchestrator, if one runs the experiment, does it within a
+    second (a `cancel_requested` event); with none, it is cancelled here and ends ABANDONED."""
     require_token(request, authorization, x_nasctl_token)
     st = state(request)
-    exp = st.store.get_experiment(name)
-    t = st.store.get_trial(exp.id, index)
-    if t.status.is_terminal:
-        raise ConflictError(f"trial {index} is {t.status.value}", "only candidate or running trials can be cancelled")
     reason = _reason(body, "requested from the dashboard")
-    event_id = queries.request_cancel(st.store, exp.id, index, reason)
-    return {"kind": queries.CANCEL_REQUESTED, "event_id": event_id, "experiment": name, "trial_index": index}
+    done = control.request_cancel(st.store, name, index, reason)
+    return {"kind": queries.CANCEL_REQUESTED if done["requested"] else "cancelled", "event_id": done["event_id"],
+            "experiment": name, "trial_index": index, "requested": done["requested"]}
 
 
 def _reason(body: dict[str, Any] | None, default: str) -> str:

@@ -230,10 +230,12 @@ async function resumeExperiment() {
 }
 
 async function stopExperiment() {
-  if (!confirm("Ask the orchestrator to stop " + X.summary.name + "?")) return;
+  if (!confirm("Stop " + X.summary.name + "?")) return;
   try {
-    await api("/api/experiments/" + enc(X.summary.name) + "/stop", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
-    showMessage("stop requested: the orchestrator stops at its next loop step; running trials keep running until `nasctl resume` re-attaches them");
+    const r = await api("/api/experiments/" + enc(X.summary.name) + "/stop", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+    showMessage(r.requested
+      ? "stop requested: the orchestrator stops at its next loop step; running trials keep running until `nasctl resume` re-attaches them"
+      : "stopped: no orchestrator was running it; running trials keep running until `nasctl resume` re-attaches them");
   } catch (e) { showMessage(e.message, true); }
 }
 
@@ -606,10 +608,11 @@ async function trialPage() {
     renderTimeline(t);
   }
   async function cancelTrial() {
-    if (!confirm("Ask the orchestrator to cancel trial " + index + "?")) return;
+    if (!confirm("Cancel trial " + index + "?")) return;
     try {
-      await api(base + "/cancel", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
-      showMessage("cancel requested: the orchestrator cancels the job at its next loop step");
+      const r = await api(base + "/cancel", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+      showMessage(r.requested ? "cancel requested: the orchestrator cancels the job at its next loop step"
+        : "cancelled: no orchestrator was running the experiment; the job was cancelled and the trial ended ABANDONED");
     } catch (e) { showMessage(e.message, true); }
   }
   async function loadLog() {
