@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
 from nasctl.store import Store, queries  # noqa: E402
 from nasctl.types import ExperimentStatus, TrialStatus  # noqa: E402
 from nasctl.web import create_app  # noqa: E402
-from tests.web.conftest import add_synthetic  # noqa: E402
+from tests.helpers.synthetic import add_synthetic  # noqa: E402
 
 TOKEN = "bench"
 

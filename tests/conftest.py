@@ -53,6 +53,12 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
+def db_url_pg() -> Iterator[str]:
+    """A fresh, empty database on the machine's PostgreSQL."""
+    yield from _server_db(PG_ADMIN, "postgresql")
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'nasctl.db'}"
 

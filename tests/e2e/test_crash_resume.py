@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.e2e.test_resume import check_results, write_spec
+from tests.helpers.resume import check_results, write_spec
 
 pytestmark = pytest.mark.e2e
 

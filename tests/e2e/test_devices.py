@@ -10,7 +10,6 @@ import json
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
 from csv import DictReader
 from io import StringIO
 from pathlib import Path
@@ -18,17 +17,12 @@ from pathlib import Path
 import pytest
 
 from nasctl.store import Store
-from tests.conftest import PG_ADMIN, _server_db, run_cli
-from tests.e2e.test_resume import start as start_cli
-from tests.e2e.test_resume import write_spec as resume_spec
+from tests.conftest import run_cli
+from tests.helpers.cli import start as start_cli
+from tests.helpers.resume import write_spec as resume_spec
 
 pytestmark = pytest.mark.e2e
 SCRIPT = Path(__file__).parent / "scripts" / "device_trial.py"
-
-
-@pytest.fixture
-def db_url_pg() -> Iterator[str]:
-    yield from _server_db(PG_ADMIN, "postgresql")
 
 
 def write_spec(tmp_path: Path, name: str, *, gpu: int, max_trials: int, parallelism: int,

@@ -17,7 +17,8 @@ import pytest
 
 from nasctl.orchestration.running import MIN_FREE_BYTES
 from tests.conftest import run_cli
-from tests.e2e.test_resume import start, wait_running, write_spec
+from tests.helpers.cli import start
+from tests.helpers.resume import wait_running, write_spec
 
 pytestmark = pytest.mark.e2e
 

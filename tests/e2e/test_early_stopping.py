@@ -20,7 +20,7 @@ import pytest
 from nasctl.store import Store
 from nasctl.types import TrialStatus
 from tests.conftest import run_cli
-from tests.e2e.test_resume import start
+from tests.helpers.cli import start
 
 pytestmark = pytest.mark.e2e
 SCRIPT = Path(__file__).parent / "scripts" / "curve_trial.py"

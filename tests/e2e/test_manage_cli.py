@@ -18,16 +18,10 @@ from nasctl.leases import owner_id
 from nasctl.store import Store
 from nasctl.store import manage as store_manage
 from tests.conftest import ROOT, run_cli
-from tests.web.conftest import SCRIPT, TINY_SPEC, add_synthetic
+from tests.helpers.cli import one_line_error
+from tests.helpers.synthetic import TINY_SCRIPT, TINY_SPEC, add_synthetic
 
 pytestmark = pytest.mark.e2e
-
-
-def _one_line_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    err = proc.stderr.strip()
-    assert err.startswith("Error:") and "\n" not in err and "Traceback" not in err, err
-    return err
 
 
 def _env() -> dict[str, str]:
@@ -36,7 +30,7 @@ def _env() -> dict[str, str]:
 
 def _spec(tmp_path: Path) -> Path:
     spec = tmp_path / "tiny.yaml"
-    spec.write_text(TINY_SPEC.format(script=SCRIPT))
+    spec.write_text(TINY_SPEC.format(script=TINY_SCRIPT))
     return spec
 
 
@@ -51,19 +45,19 @@ def test_a_crashed_experiment_is_stopped_renamed_and_resumed_to_the_end(tmp_path
     assert sum(t["status"] == "COMPLETED" for t in before.values()) >= 2
 
     # still marked RUNNING: refused until stopped
-    err = _one_line_error(run_cli("rename", "tiny", "tiny-v1", "--db", db))
+    err = one_line_error(run_cli("rename", "tiny", "tiny-v1", "--db", db))
     assert "is running" in err and "stop it first with `nasctl stop tiny`" in err
     assert run_cli("stop", "tiny", "--db", db).returncode == 0
 
     store = Store(db)
     store_manage.set_note(store, store.get_experiment("tiny").id, "first try, lr too high")
     store_manage.set_note(store, store.get_experiment("tiny").id, "kept trial", trial_index=0)
-    assert "not a valid experiment name" in _one_line_error(run_cli("rename", "tiny", "tiny v1", "--db", db))
-    assert "no experiment named 'nope'" in _one_line_error(run_cli("rename", "nope", "tiny-v1", "--db", db))
+    assert "not a valid experiment name" in one_line_error(run_cli("rename", "tiny", "tiny v1", "--db", db))
+    assert "no experiment named 'nope'" in one_line_error(run_cli("rename", "nope", "tiny-v1", "--db", db))
     ok = run_cli("rename", "tiny", "tiny-v1", "--db", db, "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout) == {"experiment": "tiny-v1", "old_name": "tiny", "work_dir": str(runs / "tiny")}
-    assert _one_line_error(run_cli("status", "tiny", "--db", db)).startswith("Error: no experiment named 'tiny'")
+    assert one_line_error(run_cli("status", "tiny", "--db", db)).startswith("Error: no experiment named 'tiny'")
 
     resumed = run_cli("resume", "tiny-v1", "--db", db, "--json", cwd=tmp_path, env=_env())
     assert resumed.returncode == 0, resumed.stderr
@@ -79,8 +73,8 @@ def test_a_crashed_experiment_is_stopped_renamed_and_resumed_to_the_end(tmp_path
     assert run_cli("export", "tiny-v1", "--db", db, "--format", "csv").stdout.splitlines()[0].endswith(",note")
 
     # a new experiment under the old name must not write into the renamed one's folder
-    err = _one_line_error(run_cli("run", str(_spec(tmp_path)), "--db", db, "--workdir", str(runs), cwd=tmp_path,
-                                  env=_env()))
+    err = one_line_error(run_cli("run", str(_spec(tmp_path)), "--db", db, "--workdir", str(runs), cwd=tmp_path,
+                                 env=_env()))
     assert "belongs to experiment 'tiny-v1'" in err and "--workdir" in err
 
 
@@ -96,8 +90,8 @@ def test_rm_removes_rows_and_files_after_confirmation(tmp_path: Path) -> None:
     (outside / "precious.txt").write_text("keep")
     (runs / "tiny" / "shortcut").symlink_to(outside)
 
-    assert "no experiment named 'nope'" in _one_line_error(run_cli("rm", "nope", "--yes", "--db", db))
-    err = _one_line_error(run_cli("rm", "tiny", "--db", db))  # no terminal to confirm on
+    assert "no experiment named 'nope'" in one_line_error(run_cli("rm", "nope", "--yes", "--db", db))
+    err = one_line_error(run_cli("rm", "tiny", "--db", db))  # no terminal to confirm on
     assert "pass --yes" in err
     code, out = _in_terminal(["rm", "tiny", "--files", "--db", db], answer="n")
     assert code == 1 and "Remove experiment tiny (completed, 3 trials) and the folder" in out
@@ -114,7 +108,7 @@ def test_rm_and_rename_refuse_a_driven_experiment(tmp_path: Path) -> None:
     exp = add_synthetic(store, "live", 3)
     store.acquire_lease(exp.id, owner_id(), stale_after=60)  # this test process drives it
     for args in (["rm", "live", "--yes"], ["rm", "live", "--files", "--yes"], ["rename", "live", "other"]):
-        err = _one_line_error(run_cli(*args, "--db", db))
+        err = one_line_error(run_cli(*args, "--db", db))
         assert "it cannot be" in err and "stop it first with `nasctl stop live`" in err
     assert len(store.list_trials(exp.id)) == 3
 

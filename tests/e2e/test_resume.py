@@ -4,11 +4,7 @@ re-attaches them; the lease keeps a second orchestrator out."""
 from __future__ import annotations
 
 import json
-import math
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,26 +14,10 @@ import pytest
 from nasctl.store import Store
 from nasctl.types import TrialStatus
 from tests.conftest import run_cli
+from tests.helpers.cli import start
+from tests.helpers.resume import check_results, trial_processes, wait_running, write_spec
 
 pytestmark = pytest.mark.e2e
-SCRIPT = Path(__file__).parent / "scripts" / "resumable_trial.py"
-
-
-def write_spec(tmp_path: Path, name: str, max_trials: int = 4, parallelism: int = 2, method: str = "sobol",
-               initial: int = 4, script: Path = SCRIPT, trial: str = "", runner: str = "{}") -> Path:
-    """A two-objective spec over x, y in [0, 1] whose trials run `script`; `trial`
-    adds keys to the trial section, `runner` is local_cwd's cfg."""
-    spec = tmp_path / f"{name}.yaml"
-    spec.write_text(
-        f"name: {name}\n"
-        "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
-        "objectives: {f1: {goal: minimize, threshold: 1.1}, f2: {goal: minimize, threshold: 2.1}}\n"
-        f"budget: {{max_trials: {max_trials}, parallelism: {parallelism}, max_failures: 0}}\n"
-        f"trial: {{script: {script}{', ' + trial if trial else ''}}}\n"
-        f"runner: {{scheduler: local_cwd, cfg: {runner}}}\n"
-        f"optimizer: {{method: {method}, initial_trials: {initial}, seed: 7}}\n"
-    )
-    return spec
 
 
 @pytest.fixture(autouse=True)
@@ -50,63 +30,6 @@ def _no_leftover_trials(tmp_path: Path):  # type: ignore[no-untyped-def]
                 p.kill()
         except psutil.Error:
             continue
-
-
-def trial_processes(experiment: str, hold: Path | None = None) -> list[psutil.Process]:
-    """Training processes (not launchers) of this experiment, started by this test."""
-    found = []
-    for p in psutil.process_iter():
-        try:
-            cmd = " ".join(p.cmdline())
-            env = p.environ()
-            if (env.get("NASCTL_EXPERIMENT") == experiment and "resumable_trial" in cmd
-                    and "nasctl.runners.launcher" not in cmd
-                    and (hold is None or env.get("NASCTL_TEST_HOLD") == str(hold))):
-                found.append(p)
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "nasctl", *args], cwd=cwd, env={**os.environ, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_running(db: str, name: str, n: int, proc: subprocess.Popen[str] | None, hold: Path,
-                 timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc is not None:
-            assert proc.poll() is None, proc.communicate()
-        try:
-            store = Store(db)
-            running = store.list_trials(store.get_experiment(name).id, [TrialStatus.RUNNING])
-            store.close()
-            if len(running) >= n and len(trial_processes(name, hold)) >= n:
-                return
-        except Exception:  # not created yet
-            pass
-        assert time.monotonic() < deadline, f"{n} trials never ran"
-        time.sleep(0.1)
-
-
-def check_results(db: str, name: str, runs: Path, max_trials: int) -> list[dict]:
-    status = json.loads(run_cli("status", name, "--db", db, "--json").stdout)
-    assert status["status"] == "COMPLETED", status
-    assert status["trials"]["COMPLETED"] == max_trials and sum(status["trials"].values()) == max_trials
-    trials = json.loads(run_cli("trials", name, "--db", db, "--json").stdout)
-    launches = runs.read_text().split()
-    assert sorted(launches, key=int) == [str(i) for i in range(max_trials)], "a trial ran twice or never"
-    params = {(t["parameters"]["x"], t["parameters"]["y"]) for t in trials}
-    assert len(params) == max_trials, "a configuration was proposed twice"
-    for t in trials:  # the real results of each trial's own run
-        x, y = t["parameters"]["x"], t["parameters"]["y"]
-        assert t["values"]["f1"] == pytest.approx(x, rel=1e-5)
-        assert t["values"]["f2"] == pytest.approx(1 - math.sqrt(x) + y, rel=1e-5)
-        detail = json.loads(run_cli("trials", name, "--db", db, "--trial", str(t["index"]), "--json").stdout)
-        assert [s for s, _ in detail["curves"]["loss"]] == [0, 1, 2]
-    return trials
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

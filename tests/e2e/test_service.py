@@ -5,14 +5,10 @@ kill -9, graceful SIGTERM, health and metrics."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,65 +17,12 @@ import pytest
 
 from nasctl.store import Store
 from nasctl.types import ExperimentStatus
-from tests.conftest import PG_ADMIN, _server_db, free_port, run_cli
-from tests.e2e.test_resume import check_results, write_spec
+from tests.conftest import free_port, run_cli
+from tests.helpers.cli import one_line_error
+from tests.helpers.resume import check_results, write_spec
+from tests.helpers.service import TOKEN, Service
 
-pytestmark = pytest.mark.e2e
-TOKEN = "s3cret"
-
-
-class Service:
-    def __init__(self, db: str, cwd: Path, env: dict[str, str], *args: str) -> None:
-        self.db, self.cwd, self.env, self.args = db, cwd, env, args
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[str] | None = None
-
-    def start(self, wait: bool = True) -> subprocess.Popen[str]:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "nasctl", "serve", "--db", self.db, "--port", str(self.port), "--token", TOKEN,
-             "--workdir", str(self.cwd / "runs"), *self.args],
-            cwd=self.cwd, env={**os.environ, **self.env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if wait:
-            deadline = time.monotonic() + 90
-            while True:
-                assert self.proc.poll() is None, self.proc.communicate()
-                try:
-                    if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
-                        return self.proc
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, "the service never became healthy"
-                time.sleep(0.2)
-        return self.proc
-
-    def submit(self, spec: Path, *args: str, token: str | None = TOKEN) -> subprocess.CompletedProcess[str]:
-        extra = ["--token", token] if token else []
-        return run_cli("submit", str(spec), "--server", self.url, *extra, *args, cwd=self.cwd)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
-
-
-@pytest.fixture
-def services() -> Iterator[list[Service]]:
-    made: list[Service] = []
-    yield made
-    for s in made:
-        s.kill()
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_trials(tmp_path: Path) -> Iterator[None]:
-    yield
-    for p in psutil.process_iter():
-        try:
-            if str(tmp_path) in p.environ().get("NASCTL_LOG_DIR", "") + p.environ().get("NASCTL_TEST_RUNS", ""):
-                p.kill()
-        except psutil.Error:
-            continue
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_leftover_service_trials")]
 
 
 def status(db: str, name: str) -> dict:  # type: ignore[type-arg]
@@ -88,18 +31,11 @@ def status(db: str, name: str) -> dict:  # type: ignore[type-arg]
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
-def wait_for(db: str, names: list[str], states: set[str], timeout: float = 240) -> None:
+def wait_for_states(db: str, names: list[str], states: set[str], timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while not all(status(db, n)["status"] in states for n in names):
         assert time.monotonic() < deadline, {n: status(db, n)["status"] for n in names}
         time.sleep(0.5)
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    err = proc.stderr.strip()
-    assert err.startswith("Error:") and "\n" not in err and "Traceback" not in err, err
-    return err
 
 
 def test_submit_queue_run_and_refusals(tmp_path: Path, services: list[Service]) -> None:
@@ -136,11 +72,11 @@ def test_submit_queue_run_and_refusals(tmp_path: Path, services: list[Service]) 
     assert f"{svc.url}/ (pid {svc.proc.pid} on {socket.gethostname()})" in refused.stderr  # type: ignore[union-attr]
     second.kill()
     # `nasctl run`/`resume` of a driven experiment are refused
-    wait_for(db, ["first"], {"RUNNING"})
+    wait_for_states(db, ["first"], {"RUNNING"})
     assert "already being driven" in one_line_error(run_cli("resume", "first", "--db", db, cwd=tmp_path))
     assert "already exists" in one_line_error(run_cli("run", str(spec), "--db", db, cwd=tmp_path))
     hold.unlink()
-    wait_for(db, ["first", "second"], {"COMPLETED"})
+    wait_for_states(db, ["first", "second"], {"COMPLETED"})
     for name in ("first", "second"):
         check_results(db, name, Path(str(runs).replace("{experiment}", name)), 4)
     health = httpx.get(svc.url + "/healthz")
@@ -210,14 +146,14 @@ def test_sigterm_leaves_trials_running_and_a_restart_reattaches(tmp_path: Path, 
     auth = {"Authorization": f"Bearer {TOKEN}"}
     # stop from the API (trials keep running), then resume from the API
     assert httpx.post(f"{svc2.url}/api/experiments/held/stop", headers=auth).status_code == 200
-    wait_for(db, ["held"], {"STOPPED"})
+    wait_for_states(db, ["held"], {"STOPPED"})
     assert status(db, "held")["trials"]["RUNNING"] == 2
     assert httpx.post(f"{svc2.url}/api/experiments/held/resume").status_code == 401
     r = httpx.post(f"{svc2.url}/api/experiments/held/resume", headers=auth)
     assert r.status_code == 200 and r.json()["status"] == "QUEUED", r.text
     assert httpx.post(f"{svc2.url}/api/experiments/held/resume", headers=auth).status_code in (200, 409)
     hold.unlink()
-    wait_for(db, ["held"], {"COMPLETED"})
+    wait_for_states(db, ["held"], {"COMPLETED"})
     check_results(db, "held", Path(str(runs).replace("{experiment}", "held")), 4)
 
 
@@ -225,11 +161,6 @@ def test_non_loopback_bind_needs_a_token(tmp_path: Path) -> None:
     err = one_line_error(run_cli("serve", "--db", f"sqlite:///{tmp_path / 's.db'}", "--host", "0.0.0.0",
                                  "--port", str(free_port()), cwd=tmp_path))
     assert "--token" in err and not (tmp_path / "s.db").exists()
-
-
-@pytest.fixture
-def db_url_pg() -> Iterator[str]:
-    yield from _server_db(PG_ADMIN, "postgresql")
 
 
 @pytest.mark.parametrize("db_kind", ["sqlite", "postgresql"])
@@ -258,7 +189,7 @@ def test_kill_nine_the_service_ten_times(tmp_path: Path, db_kind: str, request: 
         svc.kill()
         kills += 1
         svc.start()
-    wait_for(db, names, {"COMPLETED"}, timeout=600)
+    wait_for_states(db, names, {"COMPLETED"}, timeout=600)
     assert kills >= 5, f"only {kills} kills before everything completed"
     time.sleep(0.5)
     for n in names:

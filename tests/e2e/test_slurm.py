@@ -10,87 +10,23 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from nasctl.runners.base import JobRequest, SubmittedJob
-from nasctl.runners.slurm import SlurmRunner, job_id_of, query_jobs
-from nasctl.store import Store
+from nasctl.runners.slurm import SlurmRunner, job_id_of
 from nasctl.types import TrialRecord, TrialStatus
 from tests.cluster import require_slurm
 from tests.conftest import run_cli
+from tests.helpers.cli import start
+from tests.helpers.slurm import scancel_experiment, slurm_states, trials, wait_until, write_spec
 
 pytestmark = pytest.mark.e2e
-SCRIPTS = Path(__file__).parent / "scripts"
-
-
-def write_spec(directory: Path, name: str, script: str, cfg: dict[str, Any], max_trials: int = 4,
-               parallelism: int = 2, max_failures: int = 0) -> Path:
-    spec = directory / f"{name}.yaml"
-    cfg = {"poll_interval": 1, **cfg}  # tests wait less than the default 5 s between polls
-    spec.write_text(
-        f"name: {name}\n"
-        "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
-        "objectives: {f1: {goal: minimize, threshold: 1.1}, f2: {goal: minimize, threshold: 2.1}}\n"
-        f"budget: {{max_trials: {max_trials}, parallelism: {parallelism}, max_failures: {max_failures}}}\n"
-        f"trial: {{script: {SCRIPTS / script}, resources: {{cpu: 1, mem_mb: 500, gpu: 0}}}}\n"
-        f"runner: {{scheduler: slurm, cfg: {json.dumps(cfg)}}}\n"
-        f"optimizer: {{method: sobol, initial_trials: {max_trials}, seed: 3}}\n"
-    )
-    return spec
-
-
-def start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "nasctl", *args], cwd=cwd, env={**os.environ, **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def trials(db: str, name: str, statuses: list[TrialStatus] | None = None) -> list[TrialRecord]:
-    store = Store(db)
-    try:
-        return store.list_trials(store.get_experiment(name).id, statuses)
-    finally:
-        store.close()
-
-
-def slurm_states(records: list[TrialRecord]) -> dict[int, str]:
-    ids = {t.index: str(job_id_of(t.job_handle or "")) for t in records}
-    found = query_jobs(list(ids.values()))
-    return {i: found[j].state if j in found else "?" for i, j in ids.items()}
-
-
-def wait_until(what: str, check: Any, timeout: float, proc: subprocess.Popen[str] | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc is not None and proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"the orchestrator ended while waiting for {what}: {out}\n{err}")
-        try:
-            value = check()
-        except Exception:  # the experiment may not exist yet
-            value = None
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.25)
-
-
-def scancel_experiment(db: str, name: str) -> None:
-    """Cancel every Slurm job a test's experiment left behind."""
-    try:
-        ids = [job_id_of(t.job_handle or "") for t in trials(db, name)]
-    except Exception:
-        return
-    ids = [i for i in ids if i]
-    if ids:
-        subprocess.run(["scancel", *ids], capture_output=True)
 
 
 @pytest.fixture(scope="module", autouse=True)

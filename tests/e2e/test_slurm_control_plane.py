@@ -16,7 +16,8 @@ import pytest
 from nasctl.types import TrialStatus
 from tests.cluster import require_slurm
 from tests.conftest import ROOT, run_cli
-from tests.e2e.test_slurm import scancel_experiment, slurm_states, start, trials, wait_until, write_spec
+from tests.helpers.cli import start
+from tests.helpers.slurm import scancel_experiment, slurm_states, trials, wait_until, write_spec
 
 pytestmark = pytest.mark.e2e
 SLURM = str(ROOT / "scripts" / "slurm-local.sh")

@@ -20,7 +20,8 @@ from nasctl.runners.slurm import SlurmRunner, job_id_of
 from nasctl.types import FailureClass, TrialStatus
 from tests.cluster import require_slurm
 from tests.conftest import run_cli
-from tests.e2e.test_slurm import start, trials, wait_until, write_spec
+from tests.helpers.cli import start
+from tests.helpers.slurm import trials, wait_until, write_spec
 
 pytestmark = pytest.mark.e2e
 

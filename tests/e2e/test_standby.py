@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,18 +23,12 @@ import pytest
 from nasctl.leases import SERVICE_STALE_SECONDS, utcnow
 from nasctl.store import Store
 from nasctl.types import ExperimentStatus, TrialStatus
-from tests.conftest import PG_ADMIN, _server_db
-from tests.e2e.test_resume import check_results, write_spec
-from tests.e2e.test_service import TOKEN, Service, _no_leftover_trials, services  # noqa: F401  (fixtures)
+from tests.helpers.resume import check_results, write_spec
+from tests.helpers.service import TOKEN, Service
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_leftover_service_trials")]
 TAKEOVER_LIMIT = 30.0
 """Seconds from the active service's death to the standby driving every experiment (the target)."""
-
-
-@pytest.fixture
-def db_url_pg() -> Iterator[str]:
-    yield from _server_db(PG_ADMIN, "postgresql")
 
 
 def database(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:

@@ -18,16 +18,7 @@ import pytest
 from nasctl.store import Store
 from nasctl.store.migrate import head_revision
 from tests.conftest import ROOT, run_cli
-
-EXAMPLE = str(ROOT / "examples" / "digits_mlp.yaml")
-
-
-def _one_line_error(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    err = proc.stderr.strip()
-    assert err.startswith("Error:"), err
-    assert "\n" not in err and "Traceback" not in err and "internal error" not in err, err
-    return err
+from tests.helpers.cli import EXAMPLE, one_line_error
 
 
 def _digest(path: Path) -> str:
@@ -79,9 +70,9 @@ def test_a_failed_migration_on_an_existing_database_changes_nothing(tmp_path: Pa
 def test_missing_folder_is_refused_and_nothing_created(tmp_path: Path) -> None:
     missing = tmp_path / "no" / "such" / "dir"
     url = f"sqlite:///{missing / 'x.db'}"
-    err = _one_line_error(run_cli("run", EXAMPLE, "--db", url, cwd=tmp_path))
+    err = one_line_error(run_cli("run", EXAMPLE, "--db", url, cwd=tmp_path))
     assert str(missing) in err and "does not exist" in err and "mkdir" in err
-    err = _one_line_error(run_cli("db", "upgrade", "--db", url, cwd=tmp_path))
+    err = one_line_error(run_cli("db", "upgrade", "--db", url, cwd=tmp_path))
     assert str(missing) in err
     assert not (tmp_path / "no").exists()
     assert not (tmp_path / "nasctl_runs").exists()  # no experiment folder either
@@ -108,7 +99,7 @@ def test_a_file_that_is_not_a_database_is_refused_untouched(tmp_path: Path, kind
     else:
         path = _truncated_database(tmp_path)
     before = _digest(path)
-    err = _one_line_error(run_cli(*command, "--db", f"sqlite:///{path}", cwd=tmp_path))
+    err = one_line_error(run_cli(*command, "--db", f"sqlite:///{path}", cwd=tmp_path))
     assert str(path) in err and "not a SQLite database" in err, err
     assert _digest(path) == before
     assert not Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists()
@@ -134,7 +125,7 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.parametrize("command", [("run", EXAMPLE), ("ls",), ("db", "upgrade")])
 def test_read_only_folder_is_refused(read_only_dir: Path, tmp_path: Path, command: tuple[str, ...]) -> None:
     db = read_only_dir / "n.db"
-    err = _one_line_error(run_cli(*command, "--db", f"sqlite:///{db}", cwd=tmp_path))
+    err = one_line_error(run_cli(*command, "--db", f"sqlite:///{db}", cwd=tmp_path))
     assert str(db) in err and "read-only" in err, err
 
 
@@ -149,7 +140,7 @@ def test_read_only_file_is_refused(tmp_path: Path) -> None:
     if immutable:
         subprocess.run(["chattr", "+i", str(db)], check=True)
     try:
-        err = _one_line_error(run_cli("run", EXAMPLE, "--db", f"sqlite:///{db}", cwd=tmp_path))
+        err = one_line_error(run_cli("run", EXAMPLE, "--db", f"sqlite:///{db}", cwd=tmp_path))
         assert str(db) in err and "read-only" in err, err
     finally:
         if immutable:
@@ -161,6 +152,6 @@ def test_read_only_file_is_refused(tmp_path: Path) -> None:
 def test_a_folder_as_the_database_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "runs"
     folder.mkdir()
-    err = _one_line_error(run_cli("ls", "--db", f"sqlite:///{folder}"))
+    err = one_line_error(run_cli("ls", "--db", f"sqlite:///{folder}"))
     assert f"--db {folder} is a folder, not a database file" in err and f"sqlite:///{folder / 'nasctl.db'}" in err
     assert list(folder.iterdir()) == []

@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from tests.conftest import MYSQL_ADMIN, PG_ADMIN
-from tests.e2e.test_resume import check_results, write_spec
+from tests.helpers.resume import check_results, write_spec
 
 
 def _kill_connections(admin_url: str, db_url: str) -> int:

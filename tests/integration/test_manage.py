@@ -16,7 +16,7 @@ from nasctl.spec import spec_from_dict
 from nasctl.store import Store
 from nasctl.store import manage as store_manage
 from nasctl.types import ExperimentStatus, Observation, TrialStatus
-from tests.web.conftest import add_synthetic
+from tests.helpers.synthetic import add_synthetic
 
 TABLES = ("trials", "events", "device_leases", "notes")
 

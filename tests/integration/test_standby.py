@@ -23,7 +23,7 @@ from nasctl.server import Supervisor, create_service_app
 from nasctl.server.supervisor import ACTIVE, STANDBY
 from nasctl.store import Store
 from nasctl.types import ExperimentRecord, ExperimentStatus
-from tests.unit.test_leases import dead_owner
+from tests.helpers.leases import dead_owner
 
 OTHER = "host-a:4242:1000.000"
 OTHER_URL = "http://host-a:8080/"

@@ -23,7 +23,7 @@ from nasctl.errors import AlreadyExistsError, BadInputError, NasctlError, NotFou
 from nasctl.spec import load_spec
 from nasctl.store import Store
 from nasctl.types import TrialStatus
-from tests.conftest import PG_ADMIN, _server_db, run_cli
+from tests.conftest import run_cli
 
 FUNCS = '''
 import time
@@ -324,7 +324,7 @@ def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'n.db'}"
     else:
-        yield from _server_db(PG_ADMIN, "postgresql")
+        yield request.getfixturevalue("db_url_pg")
 
 
 def test_load_and_list_on_each_database(tmp_path: Path, funcs: str, any_db: str) -> None:

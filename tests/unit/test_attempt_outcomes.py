@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +23,12 @@ from nasctl.runners.launcher import CANCEL_MARKER, CLAIM, DUPLICATE_EXIT, EXIT, 
 from nasctl.runners.local import LocalRunner
 from nasctl.runners.outcome import record_status, settle, signal_class
 from nasctl.types import FailureClass
+from tests.helpers.runners import local_request
+from tests.helpers.waiting import wait_for
 from tests.k8s_standin import StandInCluster
 
 INFRA, USER, TIMEOUT, CANCELLED = (FailureClass.INFRASTRUCTURE, FailureClass.USER, FailureClass.TIMEOUT,
                                    FailureClass.CANCELLED)
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.05)
-    return value
 
 
 # --- the shared rules ---------------------------------------------------------------------------
@@ -271,10 +265,6 @@ def local() -> Iterator[LocalRunner]:
     runner = LocalRunner({})
     yield runner
     runner.close()
-
-
-def local_request(tmp_path: Path, name: str, code: str) -> JobRequest:
-    return JobRequest(name, sys.executable, ["-c", code], {"NASCTL_TRIAL_ID": "0"}, str(tmp_path / name))
 
 
 def running_launch(runner: LocalRunner, job: SubmittedJob) -> dict[str, Any]:

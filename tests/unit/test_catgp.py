@@ -11,7 +11,7 @@ import torch
 
 from nasctl.optimizer import catgp
 
-from tests.unit.test_optimizer_methods import CELL, make_spec, run
+from tests.helpers.optimizer import CELL, make_spec, run
 
 
 def _cell_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,7 +121,7 @@ def test_the_model_diagnostics_judge_the_methods_own_model(method: str, model: s
 
     from nasctl.optimizer.diagnostics import loo_cross_validation
     from nasctl.types import TrialRecord, TrialStatus
-    from tests.unit.test_optimizer_methods import OPS, outcome
+    from tests.helpers.optimizer import OPS, outcome
 
     rng = random.Random(4)
     now = datetime.now(timezone.utc)

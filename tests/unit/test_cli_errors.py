@@ -8,23 +8,14 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from nasctl.store.migrate import head_revision
-from tests.conftest import ROOT, run_cli
-
-EXAMPLE = str(ROOT / "examples" / "digits_mlp.yaml")
-
-
-def _one_line_error(proc, code: int = 2) -> str:  # type: ignore[no-untyped-def]
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    err = proc.stderr.strip()
-    assert err.startswith("Error:"), err
-    assert "\n" not in err and "Traceback" not in err, err
-    return err
+from tests.conftest import run_cli
+from tests.helpers.cli import EXAMPLE, one_line_error
 
 
 def test_malformed_spec(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nsearch_space: {lr: {type: float, low: 1, high: 0}}\n")
-    err = _one_line_error(run_cli("run", str(bad), "--db", f"sqlite:///{tmp_path}/n.db", cwd=tmp_path))
+    err = one_line_error(run_cli("run", str(bad), "--db", f"sqlite:///{tmp_path}/n.db", cwd=tmp_path))
     assert "search_space.lr: low (1.0) must be below high (0.0)" in err
     assert err.endswith("(see the spec format in docs/spec.md)")  # the reference, not the README
     assert not (tmp_path / "n.db").exists()  # nothing written for bad input
@@ -33,28 +24,28 @@ def test_malformed_spec(tmp_path: Path) -> None:
 def test_unknown_scheduler(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text(Path(EXAMPLE).read_text().replace("scheduler: local_cwd", "scheduler: local"))
-    err = _one_line_error(run_cli("run", str(spec), "--dryrun", cwd=tmp_path))
+    err = one_line_error(run_cli("run", str(spec), "--dryrun", cwd=tmp_path))
     assert "'local' is not a known scheduler" in err and "local_cwd" in err
 
 
 def test_builtin_space_rejects_unknown_parameter(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text(Path(EXAMPLE).read_text().replace("dropout:", "drop_out:"))
-    err = _one_line_error(run_cli("run", str(spec), "--dryrun", cwd=tmp_path))
+    err = one_line_error(run_cli("run", str(spec), "--dryrun", cwd=tmp_path))
     assert "does not take parameters ['drop_out']" in err
 
 
 def test_missing_database_and_debug(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/none.db"
-    err = _one_line_error(run_cli("status", "x", "--db", url))
+    err = one_line_error(run_cli("status", "x", "--db", url))
     assert "no nasctl database at" in err and "nasctl run" in err
     proc = run_cli("--debug", "status", "x", "--db", url)
     assert proc.returncode != 0 and "Traceback" in proc.stderr
 
 
 def test_bad_urls_and_flags(tmp_path: Path) -> None:
-    assert "is not a database URL" in _one_line_error(run_cli("ls", "--db", "not a url"))
-    assert "no driver" in _one_line_error(run_cli("ls", "--db", "oracle+nodriver://x/y"))
+    assert "is not a database URL" in one_line_error(run_cli("ls", "--db", "not a url"))
+    assert "no driver" in one_line_error(run_cli("ls", "--db", "oracle+nodriver://x/y"))
     proc = run_cli("run", EXAMPLE, "--bogus-flag")
     assert proc.returncode == 2 and "No such option" in proc.stderr
     proc = run_cli("export", "x", "--format", "xml")
@@ -72,10 +63,10 @@ def test_outdated_database_refused_until_upgraded(tmp_path: Path) -> None:
         c.execute(text("INSERT INTO experiments (name, spec, status, work_dir, created_at, updated_at) "
                        "VALUES ('kept', '{}', 'COMPLETED', '/tmp', '2026-01-01', '2026-01-01')"))
         c.execute(text("DELETE FROM alembic_version"))  # as if written before revisions were tracked
-    err = _one_line_error(run_cli("ls", "--db", url))
+    err = one_line_error(run_cli("ls", "--db", url))
     assert "no nasctl schema revision" in err
     # upgrade refuses too, and changes nothing
-    assert "not created by nasctl" in _one_line_error(run_cli("db", "upgrade", "--db", url))
+    assert "not created by nasctl" in one_line_error(run_cli("db", "upgrade", "--db", url))
     with engine.begin() as c:
         assert c.execute(text("SELECT name FROM experiments")).scalars().all() == ["kept"]
         c.execute(text("INSERT INTO alembic_version (version_num) VALUES (:v)"), {"v": head_revision()})
@@ -84,8 +75,8 @@ def test_outdated_database_refused_until_upgraded(tmp_path: Path) -> None:
     # a database from a newer nasctl is refused with the right fix
     with engine.begin() as c:
         c.execute(text("UPDATE alembic_version SET version_num = '0042_future'"))
-    assert "upgrade nasctl" in _one_line_error(run_cli("trials", "kept", "--db", url))
-    assert "upgrade nasctl" in _one_line_error(run_cli("db", "upgrade", "--db", url))
+    assert "upgrade nasctl" in one_line_error(run_cli("trials", "kept", "--db", url))
+    assert "upgrade nasctl" in one_line_error(run_cli("db", "upgrade", "--db", url))
 
 
 def test_db_upgrade_on_a_new_file(tmp_path: Path) -> None:
@@ -112,12 +103,12 @@ def test_dryrun_starts_nothing(tmp_path: Path) -> None:
 
 def test_export_to_a_missing_folder(tmp_path: Path) -> None:
     from nasctl.store import Store
-    from tests.web.conftest import add_synthetic
+    from tests.helpers.synthetic import add_synthetic
 
     url = f"sqlite:///{tmp_path}/e.db"
     add_synthetic(Store(url, create=True), "exp", 3)
     out = tmp_path / "missing" / "dir" / "x.json"
-    err = _one_line_error(run_cli("export", "exp", "--out", str(out), "--db", url))
+    err = one_line_error(run_cli("export", "exp", "--out", str(out), "--db", url))
     assert f"cannot write --out {out}: No such file or directory" in err and "folder that exists" in err
     assert not (tmp_path / "missing").exists()
     ok = run_cli("export", "exp", "--out", str(tmp_path / "x.json"), "--db", url)
@@ -137,7 +128,7 @@ def test_bad_retry_settings_are_one_line_and_exit_2(tmp_path: Path) -> None:
         spec = tmp_path / "s.yaml"
         spec.write_text(Path(EXAMPLE).read_text().replace("search_space: mlp_digits",
                                                           "search_space: mlp_digits\n  " + setting))
-        err = _one_line_error(run_cli("run", str(spec), "--db", f"sqlite:///{tmp_path}/n.db", cwd=tmp_path))
+        err = one_line_error(run_cli("run", str(spec), "--db", f"sqlite:///{tmp_path}/n.db", cwd=tmp_path))
         assert expected in err, (setting, err)
         assert not (tmp_path / "n.db").exists()
 
@@ -150,8 +141,8 @@ def test_a_folder_with_trials_of_a_run_not_in_the_database_is_refused(tmp_path: 
     old.mkdir(parents=True)
     (old / "exit.json").write_text('{"exit_code": 0}')
     db = f"sqlite:///{tmp_path}/n.db"
-    err = _one_line_error(run_cli("run", EXAMPLE, "--name", "stale", "--db", db, "--workdir", str(tmp_path / "runs"),
-                                  cwd=tmp_path))
+    err = one_line_error(run_cli("run", EXAMPLE, "--name", "stale", "--db", db, "--workdir", str(tmp_path / "runs"),
+                                 cwd=tmp_path))
     assert f"the trial directory {tmp_path / 'runs' / 'stale'} holds trials of an earlier run" in err
     assert "--workdir" in err and "--name" in err
     assert (old / "exit.json").read_text() == '{"exit_code": 0}'

@@ -3,7 +3,7 @@ wait (trials stay RUNNING, candidates queued, the experiment STOPPED only after
 `unreachable_timeout`), a job is lost only after `lost_after` seconds of UNKNOWN in
 a row, the poll settings of `runner.cfg`, and the service's pooled status queries.
 
-Trials are real local processes (tests/unit/test_loop.py's sleepy script). The
+Trials are real local processes (tests/helpers/loop.py's sleepy script). The
 runner under the loop is the real local runner behind `Outage`, which answers as
 a cluster's control plane does while it is down (raising SchedulerUnreachable) or
 while it has forgotten a job (UNKNOWN): a real Slurm cluster with its daemons
@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timezone
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,11 @@ from nasctl.orchestration.views import status_view
 from nasctl.runners import JobRequest, JobState, JobStatus, Runner, SubmittedJob, get_runner, runner_settings
 from nasctl.runners.polling import ControlSettings
 from nasctl.runners.pool import StatusPool
-from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store
 from nasctl.types import ExperimentStatus, TrialStatus
 from tests.conftest import run_cli
-from tests.unit.test_loop import SLEEPY_SCRIPT, ListOptimizer
+from tests.helpers.loop import ListOptimizer, experiment, in_thread
+from tests.helpers.waiting import wait_for
 
 
 class Outage(Runner):
@@ -93,38 +93,6 @@ class Outage(Runner):
             self.calls_while_down += 1
         self._check()
         return self.inner.find(request)
-
-
-def experiment(tmp_path: Path, name: str, sleeps: list[float], parallelism: int,
-               extra: str = "") -> tuple[Store, Any, Any, CandidateGenerator]:
-    script = tmp_path / "t.py"
-    script.write_text(SLEEPY_SCRIPT)
-    spec = parse_spec(f"""
-name: {name}
-search_space: {{x: {{type: float, low: 0, high: 1}}, s: {{type: float, low: 0, high: 60}}}}
-objectives: {{a: {{goal: maximize}}, b: {{goal: maximize}}}}
-budget: {{max_trials: {len(sleeps)}, parallelism: {parallelism}, max_failures: 0}}
-trial: {{script: {script}, preload: false{extra}}}
-""")
-    store = Store(f"sqlite:///{tmp_path}/{name}.db", create=True)
-    exp = store.create_experiment(name, spec_to_dict(spec), str(tmp_path / name))
-    points = [{"x": 0.1 * (k + 1), "s": s} for k, s in enumerate(sleeps)]
-    return store, exp, spec, CandidateGenerator(lambda: ListOptimizer(points, []))
-
-
-def in_thread(orch: Orchestrator) -> tuple[threading.Thread, dict[str, Any]]:
-    out: dict[str, Any] = {}
-    t = threading.Thread(target=lambda: out.setdefault("summary", orch.run()), daemon=True)
-    t.start()
-    return t, out
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.05)
-    return value
 
 
 def statuses(store: Store, exp_id: int) -> list[str]:
@@ -405,7 +373,7 @@ def test_kubernetes_api_server_gone_is_unreachable_a_refusal_is_not(tmp_path: Pa
     from nasctl.errors import RunnerError
     from nasctl.runners.kubernetes import KubernetesRunner, unreachable
     from tests.k8s_standin import StandInCluster
-    from tests.unit.test_attempt_outcomes import local_request
+    from tests.helpers.runners import local_request
 
     with StandInCluster() as cluster:
         runner = KubernetesRunner({"api_server": cluster.url, "queue": "default", "image": "nasctl:test",

@@ -22,14 +22,8 @@ from nasctl.store import Store
 from nasctl.types import Observation, TrialStatus
 from tests.conftest import run_cli
 from tests.conftest import free_port
-from tests.web.conftest import add_synthetic
-
-
-def _one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    err = proc.stderr.strip()
-    assert err.startswith("Error:") and "\n" not in err and "Traceback" not in err, err
-    return err
+from tests.helpers.cli import one_line_error
+from tests.helpers.synthetic import add_synthetic
 
 
 @pytest.fixture
@@ -112,7 +106,7 @@ def test_tensorboard_hparams_view(tmp_path: Path, synthetic: tuple[str, list[dic
 
     # a second export into the same folder would mix runs: refused, nothing changed
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
-    err = _one_line_error(run_cli("export", "exp", "--format", "tensorboard", "--out", str(out), "--db", url))
+    err = one_line_error(run_cli("export", "exp", "--format", "tensorboard", "--out", str(out), "--db", url))
     assert "already holds TensorBoard event files" in err
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
 
@@ -177,8 +171,8 @@ def test_mlflow_runs_in_a_file_store(tmp_path: Path, synthetic: tuple[str, list[
     url, trials = synthetic
     uri = f"file://{tmp_path / 'mlruns'}"
     # without the opt-out MLflow 3 refuses file stores: said in one line, with both ways out
-    err = _one_line_error(run_cli("export", "exp", "--format", "mlflow", "--tracking-uri", uri, "--db", url,
-                                  env=_mlflow_env()))
+    err = one_line_error(run_cli("export", "exp", "--format", "mlflow", "--tracking-uri", uri, "--db", url,
+                                 env=_mlflow_env()))
     assert "MLFLOW_ALLOW_FILE_STORE=true" in err and "sqlite:///mlflow.db" in err
     env = _mlflow_env(MLFLOW_ALLOW_FILE_STORE="true")
     proc = run_cli("export", "exp", "--format", "mlflow", "--tracking-uri", uri, "--db", url, env=env)
@@ -238,7 +232,7 @@ def test_mlflow_not_installed(tmp_path: Path, synthetic: tuple[str, list[dict[st
         [sys.executable, "-c", code, "export", "exp", "--format", "mlflow", "--tracking-uri",
          f"sqlite:///{tmp_path / 'm.db'}", "--db", url],
         capture_output=True, text=True, timeout=120, env=_mlflow_env())
-    err = _one_line_error(proc)
+    err = one_line_error(proc)
     assert "needs MLflow, which is not installed" in err and "pip install 'nasctl[mlflow]'" in err
     assert not (tmp_path / "m.db").exists()
 
@@ -249,23 +243,23 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path,
     env = _mlflow_env()
     for fmt, extra in (("json", []), ("csv", []), ("tensorboard", ["--out", str(tmp_path / "o")]),
                        ("mlflow", ["--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"])):
-        err = _one_line_error(run_cli("export", "nope", "--format", fmt, *extra, "--db", url, env=env))
+        err = one_line_error(run_cli("export", "nope", "--format", fmt, *extra, "--db", url, env=env))
         assert "'nope'" in err, err
     assert not (tmp_path / "o").exists() and not (tmp_path / "m.db").exists()
 
     a_file = tmp_path / "file.txt"
     a_file.write_text("keep")
-    err = _one_line_error(run_cli("export", "exp", "--format", "tensorboard", "--out", str(a_file / "tb"),
-                                  "--db", url))
+    err = one_line_error(run_cli("export", "exp", "--format", "tensorboard", "--out", str(a_file / "tb"),
+                                 "--db", url))
     assert f"cannot write --out {a_file / 'tb'}: Not a directory" in err
-    err = _one_line_error(run_cli("export", "exp", "--format", "tensorboard", "--out", str(a_file), "--db", url))
+    err = one_line_error(run_cli("export", "exp", "--format", "tensorboard", "--out", str(a_file), "--db", url))
     assert "is a file; --format tensorboard writes a folder" in err and a_file.read_text() == "keep"
-    err = _one_line_error(run_cli("export", "exp", "--format", "tensorboard", "--db", url))
+    err = one_line_error(run_cli("export", "exp", "--format", "tensorboard", "--db", url))
     assert "--format tensorboard needs --out DIR" in err
-    err = _one_line_error(run_cli("export", "exp", "--format", "mlflow", "--db", url, env=env))
+    err = one_line_error(run_cli("export", "exp", "--format", "mlflow", "--db", url, env=env))
     assert "--format mlflow needs --tracking-uri" in err
-    err = _one_line_error(run_cli("export", "exp", "--format", "csv", "--tracking-uri", "sqlite:///x.db",
-                                  "--db", url, env=env))
+    err = one_line_error(run_cli("export", "exp", "--format", "csv", "--tracking-uri", "sqlite:///x.db",
+                                 "--db", url, env=env))
     assert "--tracking-uri applies to --format mlflow" in err
     # $MLFLOW_TRACKING_URI is the default tracking URI, and does not get in the way of other formats
     mlflow_env = _mlflow_env(MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'env.db'}")

@@ -9,7 +9,9 @@ from pathlib import Path
 from nasctl.store import Store
 from nasctl.types import TrialStatus
 from tests.conftest import run_cli
-from tests.web.conftest import add_synthetic
+from tests.helpers.cli import EXAMPLE
+from tests.helpers.service import TOKEN, Service
+from tests.helpers.synthetic import add_synthetic
 
 
 def test_pareto_says_how_many_met_the_thresholds_and_what_left_the_others_out(tmp_path: Path) -> None:
@@ -31,8 +33,6 @@ def test_pareto_says_how_many_met_the_thresholds_and_what_left_the_others_out(tm
 
 
 def test_submit_without_the_right_token_names_the_cli_options(tmp_path: Path) -> None:
-    from tests.e2e.test_service import TOKEN, Service
-
     svc = Service(f"sqlite:///{tmp_path / 's.db'}", tmp_path, {})
     svc.start()
     try:
@@ -239,8 +239,6 @@ def test_fail_fast_judges_only_the_failures_of_this_run_after_a_resume(tmp_path:
 def test_dryrun_shows_the_path_the_trial_gets(tmp_path: Path) -> None:
     """TorchX's local scheduler puts the working folder before the launching process's PATH."""
     import os
-
-    from tests.unit.test_cli_errors import EXAMPLE
 
     proc = run_cli("run", EXAMPLE, "--dryrun", "--json", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr

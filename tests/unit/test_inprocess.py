@@ -18,7 +18,7 @@ from nasctl.orchestration.jobs import build_request
 from nasctl.runners import JobRequest, JobState, SubmittedJob, get_runner
 from nasctl.spec import load_spec, parse_spec
 from tests.conftest import run_cli
-from tests.unit.test_runner_contract import wait_terminal
+from tests.helpers.runners import function_request, wait_terminal
 
 FUNCS = '''
 import threading, time
@@ -39,28 +39,11 @@ def slow(p):
 '''
 
 
-@pytest.fixture
-def funcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    mod = f"nasctl_test_funcs_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**6}"
-    (tmp_path / f"{mod}.py").write_text(FUNCS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return mod
-
-
-def _request(tmp_path: Path, name: str, target: str, params: dict[str, object]) -> JobRequest:
-    return JobRequest(
-        name=name, entrypoint=sys.executable,
-        args=["-m", "nasctl.search_spaces.function", target, "--parameters", json.dumps(params)],
-        env={"NASCTL_TRIAL_ID": "0", "NASCTL_LOG_DIR": str(tmp_path / name / "tb")},
-        trial_dir=str(tmp_path / name),
-    )
-
-
 def test_contract_submit_poll_logs_and_json_only(tmp_path: Path, funcs: str) -> None:
     runner = get_runner("inprocess")
-    ok = runner.submit(_request(tmp_path, "ok", f"{funcs}:square", {"x": 0.75, "label": "ab"}))
-    bad = runner.submit(_request(tmp_path, "bad", f"{funcs}:broken", {"x": 3}))
-    wrong = runner.submit(_request(tmp_path, "wrong", f"{funcs}:not_a_dict", {"x": 3}))
+    ok = runner.submit(function_request(tmp_path, "ok", f"{funcs}:square", {"x": 0.75, "label": "ab"}))
+    bad = runner.submit(function_request(tmp_path, "bad", f"{funcs}:broken", {"x": 3}))
+    wrong = runner.submit(function_request(tmp_path, "wrong", f"{funcs}:not_a_dict", {"x": 3}))
     for job in (ok, bad, wrong):
         assert json.loads(json.dumps(job.metadata)) == job.metadata
     assert wait_terminal(runner, ok) == JobState.SUCCEEDED
@@ -99,7 +82,7 @@ def test_runner_wakes_the_loop_when_a_call_ends(tmp_path: Path, funcs: str) -> N
     jobs = []
     for name, target in (("a", "slow"), ("b", "broken")):
         woke.clear()
-        jobs.append(runner.submit(_request(tmp_path, name, f"{funcs}:{target}", {"x": 1})))
+        jobs.append(runner.submit(function_request(tmp_path, name, f"{funcs}:{target}", {"x": 1})))
         if target == "slow":
             assert not woke.wait(0.3)  # nothing ended yet
             importlib.import_module(funcs).GATE.set()
@@ -114,7 +97,7 @@ def test_contract_cancel_find_and_no_double_run(tmp_path: Path, funcs: str) -> N
 
     gate: threading.Event = importlib.import_module(funcs).GATE
     runner = get_runner("inprocess", {"workers": 2})
-    req = _request(tmp_path, "slow", f"{funcs}:slow", {"x": 1})
+    req = function_request(tmp_path, "slow", f"{funcs}:slow", {"x": 1})
     assert runner.find(req) is None
     job = runner.submit(req)
     again = runner.submit(req)  # a second submission returns the first job, it does not run twice

@@ -13,7 +13,7 @@ import torch
 
 from nasctl.optimizer import acquisition, catgp, jointpost
 
-from tests.unit.test_optimizer_methods import CELL, make_spec, run
+from tests.helpers.optimizer import CELL, make_spec, run
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 import os
 import socket
-import subprocess
-import sys
 from datetime import datetime, timedelta
 
 import psutil
@@ -26,17 +24,10 @@ from nasctl.leases import (
     owner_id,
     service_lease_stale,
 )
+from tests.helpers.leases import dead_owner
 
 HOST = socket.gethostname()
 NOW = datetime(2026, 11, 1, 12, 0, 0)
-
-
-def dead_owner() -> str:
-    """The owner text of a process of this host that has ended (and been reaped)."""
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    started = psutil.Process(proc.pid).create_time()
-    proc.wait()
-    return f"{HOST}:{proc.pid}:{started:.3f}"
 
 
 # --- the owner's text ----------------------------------------------------------------

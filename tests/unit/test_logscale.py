@@ -15,7 +15,7 @@ from scipy.stats import spearmanr
 from nasctl.optimizer import logscale
 from nasctl.optimizer.ax_optimizer import AxOptimizer, RestoredTrial
 from nasctl.spec import ExperimentSpec, parse_spec
-from tests.unit import test_optimizer_methods as methods
+from tests.helpers.optimizer import MIXED, make_spec, run
 
 DECADES = [10.0 ** -(4 * k / 19) for k in range(20)]  # 1 .. 1e-4, evenly on the log scale
 
@@ -107,12 +107,12 @@ def test_a_loss_over_decades_is_modelled_on_the_log_scale(monkeypatch: pytest.Mo
 
 @pytest.mark.parametrize("method", ["botorch", "categorical"])
 def test_objectives_within_a_decade_propose_as_before(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
-    # methods.outcome: err in [0, 1) (reaches zero), size 1-7: neither is logged,
+    # tests.helpers.optimizer.outcome: err in [0, 1) (reaches zero), size 1-7: neither is logged,
     # so the extra transform must leave every proposal exactly as Ax's own would be
-    spec = methods.make_spec(methods.MIXED, method=method, max_trials=7, initial=3)
-    with_it = [c.parameters for c in methods.run(AxOptimizer(spec), 6)]
+    spec = make_spec(MIXED, method=method, max_trials=7, initial=3)
+    with_it = [c.parameters for c in run(AxOptimizer(spec), 6)]
     monkeypatch.setattr(logscale, "with_wide_log", list)
-    without = [c.parameters for c in methods.run(AxOptimizer(spec), 6)]
+    without = [c.parameters for c in run(AxOptimizer(spec), 6)]
     assert with_it == without
 
 

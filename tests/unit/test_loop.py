@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,47 +15,7 @@ from nasctl.runners import get_runner
 from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store
 from nasctl.types import TrialStatus
-
-SCRIPT = """
-import os, sys
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
-from tensorboard.compat.proto.event_pb2 import Event
-from tensorboard.compat.proto.summary_pb2 import Summary
-x = float(sys.argv[sys.argv.index('--x') + 1])
-w = EventFileWriter(os.environ['NASCTL_LOG_DIR'])
-for tag, v in (('a', x), ('b', 1 - x)):
-    w.add_event(Event(step=0, wall_time=0.0, summary=Summary(value=[Summary.Value(tag=tag, simple_value=v)])))
-w.close()
-"""
-
-
-class GatedOptimizer:
-    """Proposes x = 0.1, 0.2, ...; from the second request on it blocks until `gate` opens."""
-
-    log_scale: tuple[str, ...] | None = None  # no model
-
-    def __init__(self, gate: threading.Event, log: list[str]) -> None:
-        self.gate, self.log, self.n = gate, log, 0
-
-    def complete(self, index: int, values: Mapping[str, float]) -> None:
-        self.log.append(f"complete {index}")
-
-    def fail(self, index: int, reason: str | None = None) -> None:
-        self.log.append(f"fail {index}")
-
-    def abandon(self, index: int) -> None:
-        self.log.append(f"abandon {index}")
-
-    def attach(self, parameters: Mapping[str, Any]) -> int:
-        raise NotImplementedError
-
-    def generate(self, n: int) -> list[Candidate]:
-        if self.n > 0:
-            self.gate.wait(120)
-        self.log.append(f"generate {n} after {self.n} proposals")
-        out = [Candidate(self.n + k, {"x": round(0.1 * (self.n + k + 1), 3)}, "gated") for k in range(n)]
-        self.n += n
-        return out
+from tests.helpers.loop import SCRIPT, SLEEPY_SCRIPT, GatedOptimizer, ListOptimizer
 
 
 def test_collection_continues_while_generating(tmp_path: Path) -> None:
@@ -100,26 +59,6 @@ trial: {{script: {script}}}
     assert log.index("complete 0") < log.index("generate 1 after 1 proposals")
     events = [e.kind for e in store.events(exp.id) if e.trial_index == 1]
     assert events[:2] == ["candidate", "submitted"]  # write-ahead: recorded before submitted
-
-
-SLEEPY_SCRIPT = SCRIPT.replace("x = float(", "import time\nx = float(") + "time.sleep(float(sys.argv[sys.argv.index('--s') + 1]))\n"
-
-
-class ListOptimizer(GatedOptimizer):
-    """Proposes the given points in order, each proposal after `delay` seconds."""
-
-    def __init__(self, points: list[dict[str, float]], log: list[str], delay: float = 0.0) -> None:
-        gate = threading.Event()
-        gate.set()
-        super().__init__(gate, log)
-        self.points, self.delay = points, delay
-
-    def generate(self, n: int) -> list[Candidate]:
-        time.sleep(self.delay)
-        self.log.append(f"generate {n} after {self.n} proposals")
-        out = [Candidate(self.n + k, self.points[self.n + k], "list") for k in range(n)]
-        self.n += n
-        return out
 
 
 def _run_sleepy(tmp_path: Path, parallelism: int, sleeps: list[float], delay: float = 0.0) -> tuple[Store, int]:

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import os
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,7 +23,8 @@ from nasctl.runners.local import LocalRunner
 from nasctl.spec import ExperimentSpec, parse_spec, spec_to_dict
 from nasctl.store import Store, queries
 from nasctl.types import ExperimentRecord, ExperimentStatus, TrialStatus
-from tests.unit.test_loop import SLEEPY_SCRIPT, GatedOptimizer, ListOptimizer
+from tests.helpers.loop import SLEEPY_SCRIPT, GatedOptimizer, ListOptimizer
+from tests.helpers.waiting import wait_for
 
 
 class CountingRunner(LocalRunner):
@@ -66,13 +65,6 @@ trial: {{script: {script}}}
     return store, exp, spec
 
 
-def _wait(what: str, cond: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 @pytest.fixture
 def runners() -> Iterator[list[LocalRunner]]:
     """Runners a test made, closed at the end (their warm servers stopped)."""
@@ -95,7 +87,7 @@ def test_resume_reattaches_a_job_submitted_just_before_a_crash(tmp_path: Path, r
     runners.append(crashed)
     crashed.submit(request)
     # the launcher claims the trial's directory a moment after submit returns; a restart comes later
-    _wait("the launcher's claim", lambda: LocalRunner().find(request) is not None)
+    wait_for("the launcher's claim", lambda: LocalRunner().find(request) is not None)
     assert store.get_trial(exp.id, 0).job_handle is None  # the crash: the handle was never stored
 
     runner = CountingRunner()
@@ -137,7 +129,7 @@ def test_an_orchestrator_that_lost_its_lease_stops(tmp_path: Path, monkeypatch: 
                         poll_interval=0.05, metrics_interval=0.1)
     thread, result = _run_in_thread(orch)
     try:
-        _wait("trial 0 to run", lambda: any(t.status == TrialStatus.RUNNING for t in store.list_trials(exp.id)))
+        wait_for("trial 0 to run", lambda: any(t.status == TrialStatus.RUNNING for t in store.list_trials(exp.id)))
         store.acquire_lease(exp.id, "elsewhere:1:0", stale_after=30, is_alive=lambda owner: False)
         thread.join(30)
         assert not thread.is_alive(), "the orchestrator kept driving an experiment whose lease it lost"
@@ -183,9 +175,10 @@ def test_a_cancel_after_the_trial_finished_is_recorded_as_ignored(tmp_path: Path
                         poll_interval=0.05, metrics_interval=0.1)
     thread, result = _run_in_thread(orch)
     try:
-        _wait("trial 0 to complete", lambda: [t.status for t in store.list_trials(exp.id)] == [TrialStatus.COMPLETED])
+        wait_for("trial 0 to complete",
+                 lambda: [t.status for t in store.list_trials(exp.id)] == [TrialStatus.COMPLETED])
         queries.request_cancel(store, exp.id, 0, "too late")
-        _wait("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[CANCEL_IGNORED_EVENT])))
+        wait_for("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[CANCEL_IGNORED_EVENT])))
     finally:
         gate.set()
         thread.join(60)
@@ -224,14 +217,14 @@ def test_a_late_cancel_leaves_the_waiting_candidates_alone(tmp_path: Path, runne
                         poll_interval=0.05, metrics_interval=0.1, lookahead=1)
     thread, result = _run_in_thread(orch)
     try:
-        _wait("trial 1 to run and trial 2 to wait", lambda: [t.status for t in store.list_trials(exp.id)] == [
+        wait_for("trial 1 to run and trial 2 to wait", lambda: [t.status for t in store.list_trials(exp.id)] == [
             TrialStatus.COMPLETED, TrialStatus.RUNNING, TrialStatus.CANDIDATE])
         queries.request_cancel(store, exp.id, 0, "too late")
-        _wait("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[CANCEL_IGNORED_EVENT])))
+        wait_for("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[CANCEL_IGNORED_EVENT])))
         assert store.get_trial(exp.id, 2).status == TrialStatus.CANDIDATE
         # a cancel of the waiting candidate itself takes it out, and is not reported as ignored
         queries.request_cancel(store, exp.id, 2, "not needed")
-        _wait("trial 2 to be abandoned", lambda: store.get_trial(exp.id, 2).status == TrialStatus.ABANDONED)
+        wait_for("trial 2 to be abandoned", lambda: store.get_trial(exp.id, 2).status == TrialStatus.ABANDONED)
     finally:
         queries.request_stop(store, exp.id, "test over", cancel=True)
         thread.join(60)

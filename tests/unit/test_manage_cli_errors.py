@@ -9,8 +9,8 @@ from pathlib import Path
 from nasctl.store import Store
 from nasctl.types import ExperimentStatus
 from tests.conftest import run_cli
-from tests.unit.test_cli_errors import _one_line_error
-from tests.web.conftest import add_synthetic
+from tests.helpers.cli import one_line_error
+from tests.helpers.synthetic import add_synthetic
 
 
 def _db(tmp_path: Path) -> str:
@@ -24,15 +24,15 @@ def _db(tmp_path: Path) -> str:
 
 def test_rename_bad_names(tmp_path: Path) -> None:
     missing = f"sqlite:///{tmp_path / 'none.db'}"
-    err = _one_line_error(run_cli("rename", "exp", "has space", "--db", missing))
+    err = one_line_error(run_cli("rename", "exp", "has space", "--db", missing))
     assert "'has space' is not a valid experiment name" in err and "1-63 letters" in err
     assert not (tmp_path / "none.db").exists()  # refused before the database is opened
     db = _db(tmp_path)
-    assert "'_x' is not a valid experiment name" in _one_line_error(run_cli("rename", "exp", "_x", "--db", db))
-    assert "not a valid" in _one_line_error(run_cli("rename", "exp", "x" * 64, "--db", db))
-    err = _one_line_error(run_cli("rename", "exp", "other", "--db", db))
+    assert "'_x' is not a valid experiment name" in one_line_error(run_cli("rename", "exp", "_x", "--db", db))
+    assert "not a valid" in one_line_error(run_cli("rename", "exp", "x" * 64, "--db", db))
+    err = one_line_error(run_cli("rename", "exp", "other", "--db", db))
     assert "'other' already exists" in err and "nasctl rm" in err
-    assert "no experiment named 'nope'" in _one_line_error(run_cli("rename", "nope", "new", "--db", db))
+    assert "no experiment named 'nope'" in one_line_error(run_cli("rename", "nope", "new", "--db", db))
     proc = run_cli("rename", "exp", "--db", db)
     assert proc.returncode == 2 and "Missing argument 'NEW'" in proc.stderr
     names = {e["name"] for e in json.loads(run_cli("ls", "--db", db, "--json").stdout)}
@@ -41,9 +41,9 @@ def test_rename_bad_names(tmp_path: Path) -> None:
 
 def test_rm_bad_input(tmp_path: Path) -> None:
     db = _db(tmp_path)
-    assert "no experiment named 'nope'" in _one_line_error(run_cli("rm", "nope", "--yes", "--db", db))
-    assert "pass --yes" in _one_line_error(run_cli("rm", "exp", "--db", db))
-    err = _one_line_error(run_cli("rm", "other", "--yes", "--db", db))  # still RUNNING
+    assert "no experiment named 'nope'" in one_line_error(run_cli("rm", "nope", "--yes", "--db", db))
+    assert "pass --yes" in one_line_error(run_cli("rm", "exp", "--db", db))
+    err = one_line_error(run_cli("rm", "other", "--yes", "--db", db))  # still RUNNING
     assert "is running" in err and "stop it first with `nasctl stop other`" in err
     proc = run_cli("rm", "exp", "--force", "--db", db)
     assert proc.returncode == 2 and "No such option" in proc.stderr

@@ -21,26 +21,9 @@ from nasctl.errors import UnsupportedVersionError
 from nasctl.optimizer import SUPPORTED, compat
 from nasctl.optimizer.ax_optimizer import AxOptimizer
 from nasctl.spec import parse_spec
+from tests.helpers.optimizer import COMPAT_SPEC, compat_outcome
 
 ROOT = Path(__file__).resolve().parents[2]
-
-SPEC = """
-name: compat
-search_space:
-  x0: {type: float, low: 0.0, high: 1.0}
-  x1: {type: float, low: 0.0, high: 1.0}
-objectives:
-  f1: {goal: minimize, threshold: 2.0}
-  f2: {goal: minimize, threshold: 2.0}
-budget: {max_trials: 10}
-trial: {script: /bin/true}
-optimizer: {initial_trials: 3, seed: 0}
-"""
-
-
-def _outcome(p: dict[str, Any]) -> dict[str, float]:
-    x0, x1 = float(p["x0"]), float(p["x1"])
-    return {"f1": x0 + 0.1 * x1, "f2": (1 - x0) ** 2 + x1}
 
 
 def require(obj: Any, name: str, owner: str) -> Any:
@@ -69,12 +52,12 @@ class Captured:
 
         with pytest.MonkeyPatch.context() as mp:  # nasctl's own class, for the duration of the run
             mp.setattr(NasctlAcquisition, "_construct_botorch_acquisition", recording)
-            self.opt = AxOptimizer(parse_spec(SPEC))
+            self.opt = AxOptimizer(parse_spec(COMPAT_SPEC))
             self.methods = []
             for _ in range(6):
                 (c,) = self.opt.generate(1)
                 self.methods.append(c.method)
-                self.opt.complete(c.index, _outcome(c.parameters))
+                self.opt.complete(c.index, compat_outcome(c.parameters))
                 if c.method == "MBM":
                     break
 
@@ -151,7 +134,7 @@ def test_client_experiment() -> None:
 def test_advance_strategy_and_the_strategys_runs() -> None:
     from ax.core.generator_run import GeneratorRun
 
-    opt = AxOptimizer(parse_spec(SPEC), fast_start=False)
+    opt = AxOptimizer(parse_spec(COMPAT_SPEC), fast_start=False)
     gs = opt.strategy
     assert gs is opt.client._generation_strategy_or_choose()  # the strategy the optimizer kept is the client's
     assert list(gs.nodes_by_name.values()) == list(require(gs, "_nodes", "GenerationStrategy"))

@@ -6,52 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import json
 
 from nasctl.errors import SpecError
 from nasctl.optimizer import strategies
 from nasctl.optimizer.methods import resolve_method
 from nasctl.optimizer.ax_optimizer import AxOptimizer, RestoredTrial
-from nasctl.spec import ExperimentSpec, parse_spec
-
-OPS = ["none", "skip", "conv1", "conv3", "pool"]
-
-
-def make_spec(space: dict[str, Any], method: str = "auto", max_trials: int = 6, initial: int | None = 3) -> ExperimentSpec:
-    data = {
-        "name": "m",
-        "search_space": space,
-        "objectives": {"err": {"goal": "minimize", "threshold": 2.0}, "size": {"goal": "minimize", "threshold": 10.0}},
-        "budget": {"max_trials": max_trials},
-        "trial": {"script": "/bin/true"},
-        "optimizer": {"method": method, "seed": 1, **({"initial_trials": initial} if initial else {})},
-    }
-    return parse_spec(json.dumps(data))
-
-
-CELL = {f"op{i}": {"type": "choice", "values": OPS} for i in range(4)}
-MIXED = {
-    "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
-    "width": {"type": "int", "low": 8, "high": 64},
-    "act": {"type": "choice", "values": ["relu", "gelu", "tanh"]},
-    "depth": {"type": "choice", "values": [1, 2]},
-    "width_2": {"type": "int", "low": 4, "high": 32, "when": {"depth": [2]}},
-}
-
-
-def outcome(p: dict[str, Any]) -> dict[str, float]:
-    """A cheap deterministic two-objective function of any of the spaces above."""
-    h = sum(ord(str(v)[0]) * (i + 1) for i, v in enumerate(p.values()))
-    return {"err": (h % 17) / 17.0, "size": float(h % 7) + 1.0}
-
-
-def run(opt: AxOptimizer, n: int) -> list[Any]:
-    out = []
-    for _ in range(n):
-        (c,) = opt.generate(1)
-        opt.complete(c.index, outcome(c.parameters))
-        out.append(c)
-    return out
+from nasctl.spec import ExperimentSpec
+from tests.helpers.optimizer import CELL, MIXED, make_spec, outcome, run
 
 
 def check_valid(spec: ExperimentSpec, params: dict[str, Any]) -> None:

@@ -17,8 +17,7 @@ from nasctl.optimizer import quiet
 from nasctl.optimizer.ax_optimizer import AxOptimizer
 from nasctl.optimizer.diagnostics import loo_cross_validation
 from nasctl.spec import parse_spec
-from tests.unit.test_optimizer_compat import SPEC as COMPAT_SPEC
-from tests.unit.test_optimizer_compat import _outcome
+from tests.helpers.optimizer import COMPAT_SPEC, compat_outcome
 
 SPEC = COMPAT_SPEC.replace("name: compat", "name: state").replace("seed: 0", "seed: 4")
 
@@ -63,7 +62,7 @@ def test_building_and_proposing_leave_the_process_as_it_was(orchestrator_env: No
         for _ in range(6):
             (c,) = opt.generate(1)
             methods.append(c.method)
-            opt.complete(c.index, _outcome(c.parameters))
+            opt.complete(c.index, compat_outcome(c.parameters))
             if c.method == "MBM":
                 break
         assert methods[-1] == "MBM", methods
@@ -87,8 +86,8 @@ def test_diagnostics_leave_the_process_as_it_was() -> None:
         (c,) = opt.generate(1)
         trials.append(TrialRecord(id=i, experiment_id=1, index=c.index, parameters=c.parameters,
                                   status=TrialStatus.COMPLETED, generation_method=c.method,
-                                  created_at=datetime(2026, 1, 1), values=_outcome(c.parameters)))
-        opt.complete(c.index, _outcome(c.parameters))
+                                  created_at=datetime(2026, 1, 1), values=compat_outcome(c.parameters)))
+        opt.complete(c.index, compat_outcome(c.parameters))
     before, levels = _state(), _library_levels()
     result = loo_cross_validation(spec, trials)
     assert result["trials_used"] == 5

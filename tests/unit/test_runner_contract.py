@@ -22,6 +22,7 @@ from nasctl.runners import JobRequest, JobState, Runner, SubmittedJob, available
 from nasctl.types import FailureClass
 
 from tests.cluster import require_slurm
+from tests.helpers.runners import wait_terminal
 from tests.k8s_standin import StandInCluster
 
 RUNNERS = ["local_cwd", "slurm", "kubernetes"]
@@ -70,16 +71,6 @@ def make_request(tmp_path: Path) -> Callable[[str, str], JobRequest]:
         )
 
     return make
-
-
-def wait_terminal(runner: Runner, job: SubmittedJob, timeout: float = 60) -> JobState:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        st = runner.status([job])[job.handle]
-        if st.state.is_terminal:
-            return st.state
-        time.sleep(0.1)
-    raise AssertionError(f"{job.handle} did not finish in {timeout}s")
 
 
 def test_dryrun_has_no_side_effects(runner: Runner, make_request: Callable[[str, str], JobRequest]) -> None:

@@ -37,14 +37,6 @@ def breaks_at_3(p):
 '''
 
 
-@pytest.fixture
-def funcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    mod = f"nasctl_simcluster_funcs_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**6}"
-    (tmp_path / f"{mod}.py").write_text(FUNCS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return mod
-
-
 def _job(key: str, at: float, epochs: int, seconds: float = 10.0, **kw: Any) -> SimJob:
     return SimJob(key, at, kw.pop("first", 0), epochs, lambda k: seconds * k, **kw)
 

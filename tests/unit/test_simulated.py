@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -22,12 +21,13 @@ from nasctl.optimizer.base import Candidate
 from nasctl.orchestration.generator import CandidateGenerator
 from nasctl.orchestration.loop import Orchestrator
 from nasctl.orchestration.proposals import lookahead
-from nasctl.runners import JobRequest, JobState, SubmittedJob, get_runner
+from nasctl.runners import JobState, SubmittedJob, get_runner
 from nasctl.runners.clock import REAL_CLOCK
 from nasctl.runners.simulated import SimulatedRunner, VirtualClock, trial_seconds
 from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store
 from nasctl.types import FailureClass, TrialStatus
+from tests.helpers.runners import function_request
 
 FUNCS = '''
 def square(p):
@@ -36,23 +36,6 @@ def square(p):
 def broken(p):
     raise ValueError("bad point " + str(p["x"]))
 '''
-
-
-@pytest.fixture
-def funcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    mod = f"nasctl_sim_funcs_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**6}"
-    (tmp_path / f"{mod}.py").write_text(FUNCS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return mod
-
-
-def _request(tmp_path: Path, name: str, target: str, params: dict[str, object]) -> JobRequest:
-    return JobRequest(
-        name=name, entrypoint=sys.executable,
-        args=["-m", "nasctl.search_spaces.function", target, "--parameters", json.dumps(params)],
-        env={"NASCTL_TRIAL_ID": "0", "NASCTL_LOG_DIR": str(tmp_path / name / "tb")},
-        trial_dir=str(tmp_path / name),
-    )
 
 
 def test_durations_are_fixed_by_the_parameters_and_the_seed() -> None:
@@ -71,7 +54,7 @@ def test_contract_jobs_end_at_their_simulated_end_in_order(tmp_path: Path, funcs
     woken: list[int] = []
     assert runner.notify_on_end(lambda: woken.append(1))
     clock = runner.clock()
-    reqs = [_request(tmp_path, f"t{i}", f"{funcs}:square", {"x": x}) for i, x in enumerate((0.1, 0.6, 0.9))]
+    reqs = [function_request(tmp_path, f"t{i}", f"{funcs}:square", {"x": x}) for i, x in enumerate((0.1, 0.6, 0.9))]
     assert "simulated:" in runner.dryrun(reqs[0]) and not os.path.exists(reqs[0].trial_dir)
     jobs = [runner.submit(r) for r in reqs]
     json.dumps([j.metadata for j in jobs])  # plain JSON
@@ -95,7 +78,7 @@ def test_contract_jobs_end_at_their_simulated_end_in_order(tmp_path: Path, funcs
     # a fresh process: ended jobs from their outcome files, the rest lost with their orchestrator
     fresh = get_runner("simulated")
     assert fresh.status([jobs[0]])[jobs[0].handle].state == JobState.SUCCEEDED
-    lost = _request(tmp_path, "lost", f"{funcs}:square", {"x": 0.2})
+    lost = function_request(tmp_path, "lost", f"{funcs}:square", {"x": 0.2})
     job = runner.submit(lost)
     gone = fresh.status([job])[job.handle]
     assert gone.state == JobState.FAILED and gone.failure_class == FailureClass.INFRASTRUCTURE
@@ -106,8 +89,8 @@ def test_contract_jobs_end_at_their_simulated_end_in_order(tmp_path: Path, funcs
 def test_failures_cancels_and_the_cost_column(tmp_path: Path, funcs: str) -> None:
     runner = get_runner("simulated", {"duration_metric": "cost"})
     assert isinstance(runner, SimulatedRunner)
-    bad = runner.submit(_request(tmp_path, "bad", f"{funcs}:broken", {"x": 0.3}))
-    gone = runner.submit(_request(tmp_path, "gone", f"{funcs}:square", {"x": 0.5}))
+    bad = runner.submit(function_request(tmp_path, "bad", f"{funcs}:broken", {"x": 0.3}))
+    gone = runner.submit(function_request(tmp_path, "gone", f"{funcs}:square", {"x": 0.5}))
     # the cost column gives the duration; a call that raises takes none (its end reports it)
     assert bad.metadata["simulated_end"] == 0.0 and gone.metadata["simulated_end"] == 50.0
     runner.cancel(gone)

@@ -137,7 +137,8 @@ def test_a_loop_whose_lease_was_taken_over_leaves_the_status_to_the_new_owner(tm
     from nasctl.orchestration.loop import Orchestrator
     from nasctl.runners.polling import ControlSettings
     from nasctl.types import ExperimentStatus
-    from tests.unit.test_control_plane import experiment, in_thread, wait_for
+    from tests.helpers.loop import experiment, in_thread
+    from tests.helpers.waiting import wait_for
 
     db, exp, spec, gen = experiment(tmp_path, "taken", [30.0], parallelism=1)
     orch = Orchestrator(db, exp, spec, get_runner("local_cwd"), gen, metrics_interval=0.1,

@@ -1,11 +1,10 @@
 """Fixtures for the dashboard tests: a real small experiment (run by `nasctl run`),
-experiments written through the Store's public methods, a real `nasctl web`
-server, and Debian's headless Chromium driven by Playwright."""
+a real `nasctl web` server, and Debian's headless Chromium driven by Playwright.
+Experiments written through the Store's public methods: tests/helpers/synthetic.py."""
 
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
 import time
@@ -17,43 +16,12 @@ from typing import Any
 import httpx
 import pytest
 
-from nasctl.spec import parse_spec, spec_to_dict
-from nasctl.store import Store
-from nasctl.types import ExperimentRecord, Observation, TrialStatus
 from tests.conftest import free_port
+from tests.helpers.synthetic import TINY_SCRIPT, TINY_SPEC
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = Path(__file__).resolve().parent / "scripts" / "tiny_trial.py"
 CHROMIUM = "/usr/bin/chromium"
 TOKEN = "s3cret-token"
-
-TINY_SPEC = """
-name: tiny
-search_space:
-  width: {{type: int, low: 4, high: 64}}
-  lr: {{type: float, low: 0.001, high: 0.01, log: true}}
-  act: {{type: choice, values: [relu, gelu]}}
-objectives:
-  val_acc: {{goal: maximize, threshold: 0.2}}
-  num_params: {{goal: minimize, threshold: 4000}}
-constraints: ["latency_ms <= 5.5"]
-budget: {{max_trials: 10, parallelism: 2}}
-trial: {{script: {script}}}
-optimizer: {{method: sobol, seed: 3}}
-"""
-
-SYNTH_SPEC = """
-name: {name}
-search_space:
-  x: {{type: float, low: 0, high: 1}}
-  act: {{type: choice, values: {choices}}}
-objectives:
-  acc: {{goal: maximize, threshold: 0.05}}
-  size: {{goal: minimize}}
-constraints: ["lat <= 8"]
-budget: {{max_trials: {budget}}}
-trial: {{script: train.py}}
-"""
 
 
 def env() -> dict[str, str]:
@@ -74,7 +42,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> RealExperiment:
     """A real 10-trial experiment (one trial fails) run by `nasctl run`."""
     d = tmp_path_factory.mktemp("tiny")
     spec = d / "tiny.yaml"
-    spec.write_text(TINY_SPEC.format(script=SCRIPT))
+    spec.write_text(TINY_SPEC.format(script=TINY_SCRIPT))
     url = f"sqlite:///{d / 'nasctl.db'}"
     proc = subprocess.run(
         [sys.executable, "-m", "nasctl", "run", str(spec), "--db", url, "--workdir", str(d / "runs")],
@@ -82,39 +50,6 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> RealExperiment:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return RealExperiment(url, "tiny", d / "runs")
-
-
-def add_synthetic(
-    store: Store,
-    name: str,
-    n: int,
-    *,
-    seed: int = 0,
-    choices: tuple[str, ...] = ("relu", "gelu"),
-    finish: bool = True,
-    work_dir: str | None = None,
-) -> ExperimentRecord:
-    """An experiment of `n` trials written through the Store's public methods (no jobs).
-
-    Every 7th trial fails; the others complete with acc, size and lat values.
-    """
-    spec = parse_spec(SYNTH_SPEC.format(name=name, choices=list(choices), budget=max(n, 1)))
-    exp = store.create_experiment(name, spec_to_dict(spec), work_dir or f"/nonexistent/{name}")
-    rng = random.Random(seed)
-    for i in range(n):
-        x = rng.random()
-        t = store.add_trial(exp.id, i, {"x": x, "act": rng.choice(choices)}, "Sobol", f"{name}-{i}", "")
-        t = store.mark_trial_running(t.id, f"local_cwd://synthetic/{name}-{i}", "local_cwd", {})
-        store.add_observations(t.id, [Observation("acc", s, x * s / 3) for s in range(1, 4)])
-        if not finish:
-            continue
-        if i % 7 == 3:
-            store.finish_trial(t.id, TrialStatus.FAILED, failure_reason="synthetic failure")
-        else:
-            store.finish_trial(
-                t.id, TrialStatus.COMPLETED, {"acc": x, "size": 10 + 100 * x * x + rng.random(), "lat": 10 * rng.random()}
-            )
-    return exp
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from nasctl.orchestration.views import pareto_view, status_view, trials_view
 from nasctl.store import Store, queries
 from nasctl.types import ExperimentStatus, TrialStatus
 from nasctl.web import create_app
-from tests.web.conftest import TOKEN, RealExperiment, add_synthetic
+from tests.helpers.synthetic import add_synthetic
+from tests.web.conftest import TOKEN, RealExperiment
 
 
 @pytest.fixture

@@ -12,20 +12,13 @@ import pytest
 
 from nasctl.store import Store, queries
 from nasctl.types import Observation, TrialStatus
-from tests.web.conftest import TOKEN, Server, add_synthetic
+from tests.helpers.browser import expected_plotted
+from tests.helpers.synthetic import add_synthetic
+from tests.web.conftest import TOKEN, Server
 
 pytestmark = pytest.mark.browser
 
 EVIL = "<img src=x onerror=\"window.__xss=1\">"
-
-
-def expected_plotted(base: str, name: str, x: str, y: str) -> int:
-    p = httpx.get(f"{base}/api/experiments/{name}/points").json()
-    return sum(
-        1
-        for k in range(len(p["index"]))
-        if p["category"][k] != "pending" and p["values"][x][k] is not None and p["values"][y][k] is not None
-    )
 
 
 def wait_ready(page: Any) -> None:

@@ -13,8 +13,9 @@ import pytest
 from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store
 from nasctl.types import TrialStatus
-from tests.web.conftest import Server, add_synthetic
-from tests.web.test_browser import expected_plotted
+from tests.helpers.browser import expected_plotted, wait_analysis
+from tests.helpers.synthetic import add_synthetic
+from tests.web.conftest import Server
 
 pytestmark = pytest.mark.browser
 
@@ -30,10 +31,6 @@ objectives:
 budget: {max_trials: 30}
 trial: {script: train.py}
 """
-
-
-def wait_analysis(page: Any) -> None:
-    page.wait_for_selector("body[data-analysis='1']", timeout=60_000)
 
 
 def plot(page: Any, div: str, expr: str) -> Any:

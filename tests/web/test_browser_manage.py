@@ -13,7 +13,9 @@ import pytest
 
 from nasctl.store import Store
 from nasctl.types import ExperimentStatus, Observation, TrialStatus
-from tests.web.conftest import TOKEN, Server, add_synthetic
+from tests.helpers.browser import overlap
+from tests.helpers.synthetic import add_synthetic
+from tests.web.conftest import TOKEN, Server
 
 pytestmark = pytest.mark.browser
 
@@ -213,19 +215,13 @@ def test_curves_objectives_first_constant_series_folded(page: Any, server: Serve
     first = page.locator("#curves > div").first
     first.hover()
     title, bar = first.locator(".gtitle").bounding_box(), first.locator(".modebar").bounding_box()
-    assert title and bar and not _overlap(title, bar)
+    assert title and bar and not overlap(title, bar)
     # dates are dates: the job's submission time (epoch seconds) and the trial's timestamps
     job = page.inner_text("#job")
     assert "2025-11-25 16:43:20 UTC" in job and "1764089000" not in job and "1.764" not in job
     assert re.search(r"created\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", job)
     page.screenshot(path=str(screenshots / "web-trial-curves.png"), full_page=True)
     assert not page.errors
-
-
-def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
-    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
-                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
-
 
 
 def test_report_keeps_the_diagnostics_caption_out_of_its_header(page: Any, server: Server, tmp_path: Path) -> None:

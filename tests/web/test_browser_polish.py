@@ -17,6 +17,7 @@ from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store
 from nasctl.types import ExperimentRecord, Observation, TrialStatus
 from tests.web.conftest import TOKEN, Server
+from tests.helpers.browser import overlap, wait_analysis
 
 pytestmark = pytest.mark.browser
 WIDTHS = (1280, 420)
@@ -68,15 +69,6 @@ def polish(server: Server) -> str:
     polish_experiment(store, "polish")
     polish_experiment(store, "polish-b")
     return "polish"
-
-
-def wait_analysis(page: Any) -> None:
-    page.wait_for_selector("body[data-analysis='1']", timeout=60_000)
-
-
-def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
-    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
-                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
 
 
 def test_every_request_is_answered_and_unknown_pages_are_404(page: Any, server: Server, polish: str) -> None:
@@ -210,7 +202,7 @@ def test_pages_fit_the_window_and_plots_keep_their_labels_apart(
             if shot == "experiment":  # parallel-coordinates axis titles do not overlap
                 titles = [b for b in (t.bounding_box() for t in page.locator("#parallel .axis-title").all()) if b]
                 assert len(titles) == 7
-                assert not any(_overlap(a, b) for k, a in enumerate(titles) for b in titles[k + 1:]), titles
+                assert not any(overlap(a, b) for k, a in enumerate(titles) for b in titles[k + 1:]), titles
             if shot == "trial":
                 _check_timeline(page)
             page.screenshot(path=str(screenshots / f"web-{shot}-{width}.png"), full_page=True)
@@ -231,4 +223,4 @@ def _check_timeline(page: Any) -> None:
             continue
         assert svg["x"] <= b["x"] and b["x"] + b["width"] <= svg["x"] + svg["width"] + 0.5, (b, svg)
         assert b["y"] + b["height"] <= svg["y"] + svg["height"] + 0.5, (b, svg)
-        assert not _overlap(b, legend), (b, legend)
+        assert not overlap(b, legend), (b, legend)

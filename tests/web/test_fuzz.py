@@ -17,7 +17,8 @@ from schemathesis.checks import (
 
 from nasctl.store import Store
 from nasctl.web import create_app
-from tests.web.conftest import TOKEN, add_synthetic
+from tests.helpers.synthetic import add_synthetic
+from tests.web.conftest import TOKEN
 
 
 def _app(tmp: Path):  # type: ignore[no-untyped-def]

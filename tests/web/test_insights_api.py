@@ -18,7 +18,8 @@ from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store, queries
 from nasctl.types import TrialStatus
 from nasctl.web import create_app
-from tests.web.conftest import RealExperiment, add_synthetic
+from tests.helpers.synthetic import add_synthetic
+from tests.web.conftest import RealExperiment
 
 IMPORTANCE_SPEC = """
 name: {name}

@@ -13,7 +13,8 @@ from nasctl.store import manage as store_manage
 from nasctl.types import ExperimentStatus
 from nasctl.web import create_app
 from nasctl.web.report import build_report
-from tests.web.conftest import TOKEN, add_synthetic
+from tests.helpers.synthetic import add_synthetic
+from tests.web.conftest import TOKEN
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -13,7 +13,8 @@ import pytest
 from nasctl.cli.cmd_web import is_loopback
 from nasctl.store import Store
 from nasctl.web.report import _script_json
-from tests.web.conftest import RealExperiment, add_synthetic, env
+from tests.helpers.synthetic import add_synthetic
+from tests.web.conftest import RealExperiment, env
 
 
 @pytest.mark.browser

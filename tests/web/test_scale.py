@@ -17,7 +17,7 @@ from nasctl.pareto import (
 from nasctl.spec import Objective, parse_constraint
 from nasctl.store import Store, queries
 from nasctl.types import ExperimentStatus, TrialStatus
-from tests.web.conftest import add_synthetic
+from tests.helpers.synthetic import add_synthetic
 
 
 def _brute_force_mask(Y: np.ndarray) -> np.ndarray:

@@ -1,0 +1,1 @@
+"""Helpers that several test modules share, by topic: test modules import them from here, never from each other."""
