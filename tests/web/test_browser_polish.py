@@ -16,8 +16,8 @@ import pytest
 from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store
 from nasctl.types import ExperimentRecord, Observation, TrialStatus
-from tests.web.conftest import TOKEN, Server
 from tests.helpers.browser import overlap, wait_analysis
+from tests.web.conftest import TOKEN, Server
 
 pytestmark = pytest.mark.browser
 WIDTHS = (1280, 420)
