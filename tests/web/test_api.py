@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from nasctl.leases import owner_id
 from nasctl.orchestration.views import pareto_view, status_view, trials_view
 from nasctl.store import Store, queries
 from nasctl.types import ExperimentStatus, TrialStatus
@@ -134,6 +135,7 @@ def test_read_only_without_token(client: TestClient) -> None:
 def test_writes_need_the_token_and_record_requests(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'w.db'}", create=True)
     exp = add_synthetic(store, "w", 3, finish=False)
+    store.acquire_lease(exp.id, owner_id(), 60.0)  # a live orchestrator (this process) drives it: requests
     c = TestClient(create_app(store, token=TOKEN))
     assert c.post("/api/experiments/w/stop").status_code == 401
     assert c.post("/api/experiments/w/stop", headers={"Authorization": "Bearer wrong"}).status_code == 401

@@ -170,7 +170,10 @@ def test_the_page_follows_a_running_experiment_without_reloading(page: Any, serv
     assert not page.errors
 
 
-def test_stop_button_records_a_request(page: Any, server: Server) -> None:
+def test_stop_button_stops_an_experiment_no_orchestrator_runs(page: Any, server: Server) -> None:
+    """No orchestrator drives it (the lease is free): the stop acts at once, as `nasctl stop`
+    does (a request would wait for a loop that never reads it). With a live orchestrator the
+    button records a request: tests/web/test_browser_polish.py."""
     store = Store(server.url)
     exp = add_synthetic(store, "stoppable", 3, finish=False)
     page.goto(f"{server.base}/experiments/stoppable")
@@ -179,10 +182,12 @@ def test_stop_button_records_a_request(page: Any, server: Server) -> None:
     page.dispatch_event("#token-input", "change")
     page.on("dialog", lambda d: d.accept())
     page.click("#stop")
-    page.wait_for_function("document.getElementById('message').textContent.includes('stop requested')")
+    page.wait_for_function("document.getElementById('message').textContent.includes('no orchestrator was running')")
     from nasctl.store import queries
+    from nasctl.types import ExperimentStatus
 
-    assert [q.kind for q in queries.requests_after(store, exp.id)] == ["stop_requested"]
+    assert queries.requests_after(store, exp.id) == []
+    assert store.get_experiment("stoppable").status == ExperimentStatus.STOPPED
     assert not page.errors
 
 

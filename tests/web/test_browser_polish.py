@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from nasctl.leases import owner_id
 from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store
 from nasctl.types import ExperimentRecord, Observation, TrialStatus
@@ -171,6 +172,9 @@ def test_history_feasibility_log_ticks_and_a_stop_confirmation_that_stays(page: 
     ticks = page.evaluate("[...document.querySelectorAll('#contour .xtick text')].map(t => t.textContent)")
     assert len(ticks) >= 3 and all(0.001 * 0.99 <= float(t) <= 0.01 * 1.01 for t in ticks), ticks
     # stop: the confirmation stays through the live refresh that the request itself causes
+    store = Store(server.url)
+    store.acquire_lease(store.get_experiment(polish).id, owner_id(), 60.0)  # a live orchestrator: a request
+    store.close()
     page.fill("#token-input", TOKEN)
     page.dispatch_event("#token-input", "change")
     page.on("dialog", lambda d: d.accept())
