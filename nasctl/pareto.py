@@ -60,7 +60,8 @@ class FrontResult:
 
 def to_maximization(values: np.ndarray, objectives: Mapping[str, Objective]) -> np.ndarray:
     signs = np.array([1.0 if o.maximize else -1.0 for o in objectives.values()])
-    return np.asarray(values, dtype=float) * signs
+    out: np.ndarray = np.asarray(values, dtype=float) * signs
+    return out
 
 
 def compute_front(

@@ -739,10 +739,10 @@ def _one_line_errors(e: ValidationError, source: str, data: Any) -> str:
     return f"invalid spec {source}: " + "; ".join(parts) + tail
 
 
-class _NoAliasLoader(yaml.SafeLoader):
+class _NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no type hints
     """Safe YAML without anchors/aliases: rules out "billion laughs" expansion."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise SpecError(

@@ -12,7 +12,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from nasctl.console import STATUS_STYLE, console, fmt_cell, fmt_counts, print_json
+from nasctl.console import STATUS_STYLE, fmt_cell, fmt_counts
+from nasctl.console import console as console, print_json as print_json  # re-exported for the commands
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,11 @@ def measure_latency(
     torch.set_num_threads(threads)
     device = example.device
     on_cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if on_cuda else (lambda: None)
+
+    def sync() -> None:
+        if on_cuda:
+            torch.cuda.synchronize()
+
     times: list[float] = []
     need = max(repeats, blocks)
     try:
@@ -144,7 +148,8 @@ def measure_latency(
             while len(times) < need or (time.perf_counter() - start < min_seconds and len(times) < MAX_TIMED_RUNS):
                 if on_cuda:
                     # the GPU's own clock around the kernels, not the host's around a synchronize
-                    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    begin = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                     begin.record()
                     model(example)
                     end.record()

@@ -32,6 +32,7 @@ cannot be built) ends the process with one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -157,7 +158,6 @@ def write_info(log_dir: str, info: dict[str, Any]) -> None:
 
 
 def base_info(args: argparse.Namespace, device_type: str, model_name: str, data: ArrayDataset) -> dict[str, Any]:
-    import pytorch_lightning as pl
     import torch
 
     device = device_type
@@ -176,7 +176,7 @@ def base_info(args: argparse.Namespace, device_type: str, model_name: str, data:
         "channels_last": bool(args.channels_last),
         "train_threads": torch.get_num_threads(),
         "torch": torch.__version__,
-        "lightning": pl.__version__,
+        "lightning": importlib.metadata.version("pytorch-lightning"),
         "python": platform.python_version(),
         "host": socket.gethostname(),
         "cpu": platform.processor() or platform.machine(),

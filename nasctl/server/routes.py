@@ -35,7 +35,8 @@ from nasctl.server.supervisor import Supervisor
 from nasctl.spec import apply_overrides, parse_spec_in, spec_changes
 from nasctl.store import queries
 from nasctl.types import ExperimentRecord, ExperimentStatus, TrialStatus
-from nasctl.web.api import WRITE_RESPONSES, ConflictError, ErrorBody, require_token
+from nasctl.errors import ConflictError
+from nasctl.web.api import WRITE_RESPONSES, ErrorBody, require_token
 from nasctl.web.app import _status_of
 
 router = APIRouter()

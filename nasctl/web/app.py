@@ -27,7 +27,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from nasctl import __version__
-from nasctl.errors import BadInputError, NasctlError, NotFoundError, StorageError
+from nasctl.errors import BadInputError, ConflictError, NasctlError, NotFoundError, StorageError
 from nasctl.store import Store
 from nasctl.web import api, insights_api, manage_api
 from nasctl.web.insights import InsightsCache
@@ -80,7 +80,7 @@ def plotly_js_path() -> Path:
 def _status_of(e: NasctlError) -> int:
     if isinstance(e, api.AuthError):
         return e.status_code
-    if isinstance(e, api.ConflictError):
+    if isinstance(e, ConflictError):
         return 409
     if isinstance(e, NotFoundError):
         return 404

@@ -107,7 +107,8 @@ def _grid(col: np.ndarray, enc: Encoding, n: int) -> np.ndarray:
 def _background(X: np.ndarray) -> np.ndarray:
     if len(X) <= BACKGROUND:
         return X
-    return X[np.linspace(0, len(X) - 1, BACKGROUND).astype(int)]
+    picked: np.ndarray = X[np.linspace(0, len(X) - 1, BACKGROUND).astype(int)]
+    return picked
 
 
 def _main_effect(forest: Any, X: np.ndarray, j: int, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

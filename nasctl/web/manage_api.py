@@ -16,7 +16,8 @@ from nasctl.errors import AlreadyExistsError, ExperimentBusyError
 from nasctl.orchestration import manage
 from nasctl.store import manage as store_manage
 from nasctl.web import serializers
-from nasctl.web.api import WRITE_RESPONSES, ConflictError, ErrorBody, Name, require_token, state
+from nasctl.errors import ConflictError
+from nasctl.web.api import WRITE_RESPONSES, ErrorBody, Name, require_token, state
 
 router = APIRouter(
     prefix="/api",
