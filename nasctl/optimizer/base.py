@@ -10,7 +10,7 @@ Ax, BoTorch nor torch, so importing it costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -73,3 +73,7 @@ class Optimizer(Protocol):
     def generate(self, n: int) -> list[Candidate]:
         """Up to `n` new candidates, each already recorded as a pending trial
         (fewer, possibly none, when the strategy cannot propose more now)."""
+
+    def restore(self, trials: Sequence[RestoredTrial]) -> None:
+        """Rebuild from the store's trials, in index order, before anything else (a
+        resume): finished ones with their outcomes, CANDIDATE and RUNNING ones pending."""

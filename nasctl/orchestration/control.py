@@ -12,17 +12,22 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nasctl.errors import AlreadyExistsError, BadInputError, ConflictError, NotFoundError, SpecError
 from nasctl.orchestration.views import early_stop_records, orchestrator_alive
 from nasctl.runners import Runner, get_runner, runner_settings
 from nasctl.runners.pool import StatusPool
+from nasctl.optimizer.base import Optimizer
 from nasctl.optimizer.methods import SAASBO_INSTALL_HINT, saasbo_available
+from nasctl.orchestration.progress import ProgressSink, RunSummary
 from nasctl.sources import source_of
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store, queries
 from nasctl.types import ExperimentRecord, ExperimentStatus, TrialStatus
+
+if TYPE_CHECKING:
+    from nasctl.orchestration.loop import Orchestrator
 
 
 def prepare_orchestrator_process() -> None:
@@ -69,7 +74,7 @@ def default_work_root() -> str:
     return os.environ.get("NASCTL_HOME") or "nasctl_runs"
 
 
-def new_optimizer(spec: ExperimentSpec) -> Any:
+def new_optimizer(spec: ExperimentSpec) -> Optimizer:
     """The optimizer for a spec: multi-fidelity with `optimizer.fidelity`, else the plain Ax adapter."""
     if spec.optimizer.fidelity is not None:
         from nasctl.optimizer.multifidelity import MultiFidelityOptimizer
@@ -130,10 +135,10 @@ def start_experiment(
     store: Store,
     spec: ExperimentSpec,
     work_root: str,
-    on_progress: Callable[[Any], None] | None = None,
+    on_progress: ProgressSink | None = None,
     poll_interval: float | None = None,
     lookahead: int | None = None,
-) -> Any:
+) -> RunSummary:
     """Create the experiment in the store and drive it to the end. Returns a `RunSummary`.
     `lookahead` fixes how many candidates are kept ahead of the free slots (None: the
     adaptive rule of nasctl/orchestration/proposals.py; benchmarks compare the two).
@@ -217,12 +222,12 @@ def check_work_dir_free(store: Store, work_dir: str, name: str, elsewhere: str |
 def resume_experiment(
     store: Store,
     name: str,
-    on_progress: Callable[[Any], None] | None = None,
+    on_progress: ProgressSink | None = None,
     poll_interval: float | None = None,
     work_root: str | None = None,
-    on_orchestrator: Callable[[Any], None] | None = None,
+    on_orchestrator: Callable[[Orchestrator], None] | None = None,
     status_pool: StatusPool | None = None,
-) -> Any:
+) -> RunSummary:
     """Continue an experiment from the store alone (after a stop, Ctrl-C or a crash).
     `on_orchestrator` is handed the Orchestrator before it runs (the service
     keeps it to stop it); with `status_pool`, the runner's status queries are
@@ -253,13 +258,12 @@ def resume_experiment(
 
 
 def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
-           on_progress: Callable[[Any], None] | None, poll_interval: float | None,
-           on_orchestrator: Callable[[Any], None] | None = None, status_pool: StatusPool | None = None,
-           lookahead: int | None = None) -> Any:
+           on_progress: ProgressSink | None, poll_interval: float | None,
+           on_orchestrator: Callable[[Orchestrator], None] | None = None, status_pool: StatusPool | None = None,
+           lookahead: int | None = None) -> RunSummary:
     from nasctl.orchestration.generator import CandidateGenerator
     from nasctl.orchestration.loop import Orchestrator, install_signal_handlers
     from nasctl.optimizer.methods import resolve_method
-    from nasctl.optimizer.ax_optimizer import AxOptimizer
     from nasctl.optimizer.base import RestoredTrial
     from nasctl.optimizer.fused_kernel import prebuild_extension
 
@@ -276,8 +280,8 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
             and spec.budget.max_trials > spec.initial_trials):
         prebuild_extension()
 
-    def make_optimizer() -> AxOptimizer:
-        opt: AxOptimizer = new_optimizer(spec)
+    def make_optimizer() -> Optimizer:
+        opt = new_optimizer(spec)
         # The loop may re-attach CANDIDATE trials as RUNNING; for the optimizer
         # both are pending, so the stored statuses are all it needs.
         opt.restore([RestoredTrial(t.index, t.parameters, t.status.value, t.generation_method, t.values,
