@@ -18,20 +18,17 @@ from dataclasses import dataclass
 
 from nasctl.errors import NotFoundError, RunnerError, SchedulerUnreachable, SpecError
 from nasctl import failpoints
+from nasctl.orchestration.context import RunContext
 from nasctl.orchestration import attempts as attempts_mod
 from nasctl.orchestration.devices import DevicePlacer
 from nasctl.orchestration.fidelity import checkpoint_of
 from nasctl.orchestration.jobs import build_request, trial_dir
-from nasctl.orchestration.ledger import TrialLedger
 from nasctl.orchestration.outcomes import Outcome, TrialOutcomes
-from nasctl.orchestration.progress import Messages
 from nasctl.orchestration.running import RunningTrial, disk_full
-from nasctl.runners.base import JobRequest, Runner, attempt_suffix
+from nasctl.runners.base import JobRequest, attempt_suffix
 from nasctl.runners.devices import visible_devices_env
-from nasctl.spec import ExperimentSpec
-from nasctl.store import Store
 from nasctl.store.store import utcnow
-from nasctl.types import ExperimentRecord, TrialRecord, TrialStatus
+from nasctl.types import TrialRecord, TrialStatus
 
 
 class CannotLaunch(Exception):
@@ -51,28 +48,18 @@ class TrialLauncher:
     """Builds, places and submits the jobs of one experiment's trials.
 
     Args:
-        store: the database.
-        experiment: the experiment record.
-        spec: its spec.
-        runner: where trials run.
-        owner: the orchestrator's lease owner id (device leases carry it).
-        owner_alive: True/False for a lease owner on this host, None when unknown.
-        messages: where to say that a trial waits for devices.
-        ledger: counts (a launched trial is RUNNING).
+        ctx: the run's context (its owner id goes on device leases; a launched trial
+            is counted RUNNING in its ledger; messages say a trial waits for devices).
         outcomes: records the end of a trial that cannot be placed or submitted.
+        owner_alive: True/False for a lease owner on this host, None when unknown.
     """
 
-    def __init__(self, store: Store, experiment: ExperimentRecord, spec: ExperimentSpec, runner: Runner,
-                 owner: str, owner_alive: Callable[[str], bool | None], messages: Messages, ledger: TrialLedger,
-                 outcomes: TrialOutcomes) -> None:
-        self.store = store
-        self.exp = experiment
-        self.spec = spec
-        self.runner = runner
-        self.owner = owner
+    def __init__(self, ctx: RunContext, outcomes: TrialOutcomes,
+                 owner_alive: Callable[[str], bool | None]) -> None:
+        self.store, self.exp, self.spec, self.runner, self.owner = ctx.store, ctx.exp, ctx.spec, ctx.runner, ctx.owner
         self._owner_alive = owner_alive
-        self._messages = messages
-        self._ledger = ledger
+        self._messages = ctx.messages
+        self._ledger = ctx.ledger
         self._outcomes = outcomes
         self._placer: DevicePlacer | None = None  # created by the first trial that asks for a GPU
         self.waiting: set[int] = set()  # candidates marked as waiting for devices

@@ -37,6 +37,7 @@ from nasctl.orchestration.generator import CandidateGenerator, GeneratorFailed
 from nasctl.orchestration.launch import CannotLaunch, TrialLauncher
 from nasctl.orchestration.ledger import TrialLedger
 from nasctl.orchestration.outcomes import Outcome, TrialOutcomes
+from nasctl.orchestration.context import RunContext
 from nasctl.orchestration.progress import Messages, Progress, ProgressSink, RunSummary
 from nasctl.orchestration.proposals import Proposals
 from nasctl.orchestration.reach import STATUS, SUBMIT, Reachability
@@ -100,13 +101,13 @@ class Orchestrator:
         self.messages = Messages()
         self.reach = Reachability(store, experiment, runner.scheduler, self.settings, self.messages)
         self.ledger = TrialLedger(spec)
-        self.proposals = Proposals(store, experiment, spec, generator, self.ledger, self.messages, lookahead, self.clock)
         self._stopper = EarlyStopper(spec) if spec.early_stopping is not None else None
-        self.outcomes = TrialOutcomes(store, experiment, spec, runner, generator, self.ledger, self._stopper,
-                                      self.messages)
-        self.jobs = JobWatch(store, experiment, runner, self.ledger, self.messages)
-        self.launcher = TrialLauncher(store, experiment, spec, runner, self.owner, owner_alive, self.messages,
-                                      self.ledger, self.outcomes)
+        self.ctx = RunContext(store, experiment, spec, runner, generator, self.ledger, self.messages, self._stopper,
+                              self.owner, self.clock)
+        self.proposals = Proposals(self.ctx, lookahead)
+        self.outcomes = TrialOutcomes(self.ctx)
+        self.jobs = JobWatch(self.ctx)
+        self.launcher = TrialLauncher(self.ctx, self.outcomes, owner_alive)
         self._running: dict[int, RunningTrial] = {}
         self._ready: deque[TrialRecord] = deque()
         self._stop: _Stop | None = None
@@ -175,8 +176,7 @@ class Orchestrator:
         events = self.store.events(self.exp.id, after_id=0, limit=1, newest=True)
         self._last_event_id = events[0].id if events else 0
         self.store.set_experiment_status(self.exp.id, ExperimentStatus.RUNNING)
-        resumed = Resumer(self.store, self.exp, self.runner, self.launcher, self.ledger, self._stopper,
-                          self.owner, self.messages, self.outcomes).resume()
+        resumed = Resumer(self.ctx, self.launcher, self.outcomes).resume()
         self._running, self._ready = resumed.running, deque(resumed.queued)
         self._reattached, self._saved = len(resumed.running), resumed.seconds_saved
         self.proposals.start()

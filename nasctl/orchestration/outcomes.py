@@ -16,12 +16,11 @@ from typing import Any
 
 from nasctl.errors import MetricsError, NotFoundError, RunnerError
 from nasctl import failpoints
+from nasctl.orchestration.context import RunContext
 from nasctl.orchestration import attempts as attempts_mod
-from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT, EarlyStopper
+from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT
 from nasctl.orchestration.fidelity import checkpoint_of
-from nasctl.orchestration.generator import CandidateGenerator
-from nasctl.orchestration.ledger import TrialLedger
-from nasctl.orchestration.progress import Messages, fmt_values
+from nasctl.orchestration.progress import fmt_values
 from nasctl.orchestration.jobs import trial_dir
 from nasctl.orchestration.running import (
     LOG_TAIL_LINES,
@@ -31,11 +30,9 @@ from nasctl.orchestration.running import (
     read_trial_info,
     started_epoch,
 )
-from nasctl.runners.base import Runner, SubmittedJob
-from nasctl.spec import ExperimentSpec
+from nasctl.runners.base import SubmittedJob
 from nasctl.leases import utcnow
-from nasctl.store import Store
-from nasctl.types import ExperimentRecord, FailureClass, Observation, TrialRecord, TrialStatus
+from nasctl.types import FailureClass, Observation, TrialRecord, TrialStatus
 
 
 def exception_line(log: str | None) -> str | None:
@@ -95,24 +92,16 @@ class Outcome:
 
 
 class TrialOutcomes:
-    """Records trial ends for one experiment.
+    """Records trial ends for one experiment: in the store, the ledger, early stopping
+    and the optimizer; cancels jobs and reads log tails through the runner.
 
     Args:
-        store: the database.
-        experiment: the experiment record.
-        spec: its spec.
-        runner: cancels jobs and reads log tails.
-        generator: the optimizer (told every end).
-        ledger: counts and results.
-        stopper: early stopping (None without it).
-        messages: the live display's messages.
+        ctx: the run's context.
     """
 
-    def __init__(self, store: Store, experiment: ExperimentRecord, spec: ExperimentSpec, runner: Runner,
-                 generator: CandidateGenerator, ledger: TrialLedger, stopper: EarlyStopper | None,
-                 messages: Messages) -> None:
-        self.store, self.exp, self.spec, self.runner = store, experiment, spec, runner
-        self.gen, self.ledger, self.stopper, self._messages = generator, ledger, stopper, messages
+    def __init__(self, ctx: RunContext) -> None:
+        self.store, self.exp, self.spec, self.runner = ctx.store, ctx.exp, ctx.spec, ctx.runner
+        self.gen, self.ledger, self.stopper, self._messages = ctx.generator, ctx.ledger, ctx.stopper, ctx.messages
 
     def result(self, run: RunningTrial, node: str | None) -> Outcome:
         """The outcome of a trial whose job succeeded: its last logs are read (and kept

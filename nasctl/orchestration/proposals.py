@@ -22,15 +22,12 @@ import statistics
 from collections.abc import Sequence
 
 from nasctl import failpoints
+from nasctl.orchestration.context import RunContext
 from nasctl.orchestration.fidelity import trial_fidelity
-from nasctl.orchestration.generator import CandidateGenerator
 from nasctl.orchestration.jobs import job_name, trial_dir
-from nasctl.orchestration.ledger import TrialLedger
-from nasctl.orchestration.progress import Messages, describe_proposal
-from nasctl.runners.clock import REAL_CLOCK, Clock
-from nasctl.spec import ExperimentSpec
-from nasctl.store import Store, queries
-from nasctl.types import ExperimentRecord, TrialRecord, TrialStatus
+from nasctl.orchestration.progress import describe_proposal
+from nasctl.store import queries
+from nasctl.types import TrialRecord, TrialStatus
 
 
 IDLE_SHARE = 0.05
@@ -77,28 +74,16 @@ class Proposals:
     """Asks the generator for candidates and records each as a CANDIDATE trial.
 
     Args:
-        store: the database.
-        experiment: the experiment record.
-        spec: its spec.
-        generator: the optimizer on its own thread.
-        ledger: counts and budget.
-        messages: the live display's messages.
+        ctx: the run's context (its generator is the optimizer on its own thread; the
+            adaptive rule takes a proposal's cost on its clock: real seconds, or none
+            on a simulated clock, nasctl/runners/simulated.py).
         fixed_lookahead: see `lookahead`; None for the adaptive rule.
-        clock: the loop's clock; the adaptive rule takes a proposal's cost on it
-            (real seconds, or none on a simulated clock: nasctl/runners/simulated.py).
     """
 
-    def __init__(self, store: Store, experiment: ExperimentRecord, spec: ExperimentSpec,
-                 generator: CandidateGenerator, ledger: TrialLedger, messages: Messages,
-                 fixed_lookahead: int | None = None, clock: Clock = REAL_CLOCK) -> None:
-        self.store = store
-        self.exp = experiment
-        self.spec = spec
-        self.gen = generator
-        self.ledger = ledger
-        self._messages = messages
+    def __init__(self, ctx: RunContext, fixed_lookahead: int | None = None) -> None:
+        self.store, self.exp, self.spec, self.gen = ctx.store, ctx.exp, ctx.spec, ctx.generator
+        self.ledger, self._messages, self.clock = ctx.ledger, ctx.messages, ctx.clock
         self.fixed_lookahead = fixed_lookahead
-        self.clock = clock
         self.seconds: list[float] = []  # wall seconds of every proposal received
         self.cpu_seconds: list[float] = []
         self.log_scale: tuple[str, ...] = ()  # objectives the optimizer's model has on the log scale

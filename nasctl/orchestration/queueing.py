@@ -16,34 +16,30 @@ import time
 from collections.abc import Iterable, Mapping
 
 from nasctl.errors import MetricsError
+from nasctl.orchestration.context import RunContext
 from nasctl.orchestration import attempts as attempts_mod
 from nasctl.orchestration.early_stopping import EarlyStopper
 from nasctl.orchestration.fidelity import checkpoint_of
 from nasctl.orchestration.jobs import trial_dir
-from nasctl.orchestration.ledger import TrialLedger
-from nasctl.orchestration.progress import Messages
 from nasctl.orchestration.outcomes import Outcome, TrialOutcomes
 from nasctl.orchestration.running import RunningTrial, job_end
 from nasctl.orchestration.usage import attempt_usage
-from nasctl.runners.base import JobStatus, Runner
-from nasctl.store import Store
-from nasctl.types import ExperimentRecord, FailureClass, TrialStatus
+from nasctl.runners.base import JobStatus
+from nasctl.types import FailureClass, TrialStatus
 
 
 class JobWatch:
     """Reads the polls of one experiment's jobs.
 
     Args:
-        store: where attempts and events are recorded.
-        experiment: the experiment.
-        runner: its runner (`Runner.queues`: whether its jobs can wait in a queue).
-        ledger: counts the device time (budget.max_gpu_hours).
-        messages: the live display's messages.
+        ctx: the run's context (attempts and events go to its store; its runner says
+            whether jobs can wait in a queue, `Runner.queues`; its ledger counts the
+            device time, budget.max_gpu_hours).
     """
 
-    def __init__(self, store: Store, experiment: ExperimentRecord, runner: Runner, ledger: TrialLedger,
-                 messages: Messages) -> None:
-        self.store, self.exp, self.runner, self.ledger, self.messages = store, experiment, runner, ledger, messages
+    def __init__(self, ctx: RunContext) -> None:
+        self.store, self.exp, self.runner, self.ledger, self.messages = (ctx.store, ctx.exp, ctx.runner, ctx.ledger,
+                                                                         ctx.messages)
 
     def read(self, statuses: Mapping[str, JobStatus], running: Mapping[int, RunningTrial], now: float,
              lost_after: float, outcomes: TrialOutcomes) -> list[tuple[int, Outcome]]:

@@ -12,16 +12,14 @@ from dataclasses import dataclass, field
 
 from nasctl.errors import SchedulerUnreachable
 from nasctl.leases import utcnow
+from nasctl.orchestration.context import RunContext
 from nasctl.orchestration import attempts as attempts_mod
-from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT, EarlyStopper, seconds_saved, stop_records
+from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT, seconds_saved, stop_records
 from nasctl.orchestration.launch import TrialLauncher
-from nasctl.orchestration.ledger import TrialLedger
 from nasctl.orchestration.outcomes import TrialOutcomes
-from nasctl.orchestration.progress import Messages
 from nasctl.orchestration.running import RunningTrial
-from nasctl.runners.base import Runner, SubmittedJob
-from nasctl.store import Store
-from nasctl.types import ExperimentRecord, TrialRecord, TrialStatus
+from nasctl.runners.base import SubmittedJob
+from nasctl.types import TrialRecord, TrialStatus
 
 
 @dataclass
@@ -37,28 +35,16 @@ class Resumer:
     """Reads an experiment's trials back into a ledger, re-attaching and queueing.
 
     Args:
-        store: the database.
-        experiment: the experiment record.
-        runner: asked for jobs submitted before a crash.
+        ctx: the run's context (its runner is asked for jobs submitted before a crash,
+            its ledger filled here, its early stopping fed the stored curves, its
+            owner adopts the trials' devices).
         launcher: builds the request a recorded candidate's job was submitted with.
-        ledger: counts and results, filled here.
-        stopper: early stopping, fed the stored curves (None without it).
-        owner: this orchestrator's lease owner id (it adopts the trials' devices).
-        messages: the live display's messages.
         outcomes: finishes a retry that was under way, and cancels ended attempts' jobs.
     """
 
-    def __init__(self, store: Store, experiment: ExperimentRecord, runner: Runner, launcher: TrialLauncher,
-                 ledger: TrialLedger, stopper: EarlyStopper | None, owner: str, messages: Messages,
-                 outcomes: TrialOutcomes) -> None:
-        self.store = store
-        self.exp = experiment
-        self.runner = runner
-        self.launcher = launcher
-        self.ledger = ledger
-        self.stopper = stopper
-        self.owner = owner
-        self._messages = messages
+    def __init__(self, ctx: RunContext, launcher: TrialLauncher, outcomes: TrialOutcomes) -> None:
+        self.store, self.exp, self.runner, self.launcher = ctx.store, ctx.exp, ctx.runner, launcher
+        self.ledger, self.stopper, self.owner, self._messages = ctx.ledger, ctx.stopper, ctx.owner, ctx.messages
         self.outcomes = outcomes
 
     def resume(self) -> Resumed:
