@@ -121,13 +121,27 @@ def check_device_cfg(cfg: Mapping[str, Any]) -> int:
     Raises:
         SpecError: a bad device list or a `trials_per_device` below 1.
     """
-    per = cfg.get("trials_per_device", 1)
-    if isinstance(per, bool) or not isinstance(per, int) or per < 1:
-        raise SpecError(f"runner.cfg.trials_per_device must be an integer >= 1, got {per!r}",
-                        "use 1 (one trial per device) or e.g. 2 to let two gpu: 1 trials share one")
+    per = check_trials_per_device(cfg.get("trials_per_device", 1))
     if cfg.get("devices") is not None:
-        parse_device_list(cfg["devices"], "runner.cfg.devices")
+        check_devices(cfg["devices"])
     return per
+
+
+def check_trials_per_device(value: Any) -> int:
+    """`runner.cfg.trials_per_device`: how many `gpu: 1` trials may share a device.
+
+    Raises:
+        SpecError: not an integer >= 1.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(f"runner.cfg.trials_per_device must be an integer >= 1, got {value!r}",
+                        "use 1 (one trial per device) or e.g. 2 to let two gpu: 1 trials share one")
+    return value
+
+
+def check_devices(value: Any) -> tuple[str, ...]:
+    """`runner.cfg.devices` as device ids (see `parse_device_list`)."""
+    return parse_device_list(value, "runner.cfg.devices")
 
 
 def resolve_inventory(cfg: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> DeviceInventory:
@@ -140,7 +154,7 @@ def resolve_inventory(cfg: Mapping[str, Any], environ: Mapping[str, str] | None 
     env = os.environ if environ is None else environ
     per = check_device_cfg(cfg)
     if cfg.get("devices") is not None:
-        return DeviceInventory(parse_device_list(cfg["devices"], "runner.cfg.devices"), per, "runner.cfg.devices")
+        return DeviceInventory(check_devices(cfg["devices"]), per, "runner.cfg.devices")
     for name in (DEVICES_ENV, VISIBLE_ENV):
         if name in env:
             text = env[name]

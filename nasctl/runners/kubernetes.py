@@ -27,7 +27,7 @@ the pod got says nothing more). Otherwise the launcher's exit record decides, as
 the local runner (`nasctl.runners.outcome`), then the container's exit (USER). An
 aborted Job, or one nasctl deleted, is CANCELLED.
 
-Runner options (`runner.cfg`):
+Runner options (`runner.cfg`, declared in `OPTIONS`):
 
 - TorchX's kubernetes run options: `queue` (required), `namespace`
   (default `default`), `service_account`, `priority_class`; defaults from
@@ -51,12 +51,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nasctl.errors import RunnerError, SchedulerUnreachable, SpecError
-from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
-from nasctl.runners.launcher import CANCEL_MARKER, EXIT, LAUNCH, mark_cancel, read_json
-from nasctl.runners.local import ROLE, state_dir, to_appdef
+from nasctl.errors import NasctlError, RunnerError, SchedulerUnreachable, SpecError
+from nasctl.runners.base import JobRequest, JobState, JobStatus, SubmittedJob
+from nasctl.runners.launcher import CANCEL_MARKER, EXIT, LAUNCH, read_json
+from nasctl.runners.options import Option, RunOptions
 from nasctl.runners.outcome import record_status, settle
-from nasctl.runners.torchx_options import split_cfg
+from nasctl.runners.torchx_base import ROLE, TorchXRunner, launched, state_dir, to_appdef
 from nasctl.types import FailureClass
 
 SCHEDULER = "kubernetes"
@@ -72,7 +72,6 @@ INFRASTRUCTURE_POD_REASONS = {"Evicted", "Preempting", "DeletionByTaintManager",
 """A pod's `status.reason` when the cluster, not the trial, ended it (eviction, preemption,
 a NoExecute taint, a lost node, a node shut down, kubelet refusing it)."""
 TIMEOUT_POD_REASONS = {"DeadlineExceeded"}
-OWN_OPTIONS = {"image", "log_volume_claim", "log_mount_path", "python", "api_server"}
 GPU_RESOURCE = "nvidia.com/gpu"
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT[0-9:.]+Z ")  # pod logs are read with timestamps=True
 CLUSTER_HINT = "check runner.cfg.api_server or your kubeconfig, and that Volcano is installed"
@@ -253,49 +252,56 @@ def short(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0][:300]}" if text else type(error).__name__
 
 
-class KubernetesRunner(Runner):
+OPTIONS = RunOptions(
+    SCHEDULER,
+    own=(
+        Option("image", "str", "the container image; it must have nasctl and the trial's dependencies installed",
+               required=True),
+        Option("log_volume_claim", "str", "the PersistentVolumeClaim mounted in every pod, shared with nasctl",
+               required=True),
+        Option("log_mount_path", "str", "where pods and nasctl see that volume; trial directories lie under it",
+               required=True),
+        Option("python", "str", "the interpreter inside the image", "python"),
+        Option("api_server", "str", "the API server URL (default: the kubeconfig, as torchx does)"),
+    ),
+    torchxconfig=True,
+)
+
+
+class KubernetesRunner(TorchXRunner):
     """Runs each trial as a Volcano Job via TorchX's kubernetes scheduler.
 
     Args:
-        cfg: `runner.cfg` (see the module docstring).
+        cfg: `runner.cfg`, as `OPTIONS` declares it (see the module docstring).
 
     Raises:
         SpecError: a required option is missing, or an option is unknown.
     """
 
     scheduler = SCHEDULER
+    options = OPTIONS
     queues = True
     shared_status = True
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
-        self.cfg, own = split_cfg(SCHEDULER, cfg, own=OWN_OPTIONS)
-        missing = [k for k in ("queue", "image", "log_volume_claim", "log_mount_path")
-                   if not (self.cfg if k == "queue" else own).get(k)]
-        if missing:
-            raise SpecError(f"runner.cfg for kubernetes lacks {missing}",
-                            "set queue, image, log_volume_claim and log_mount_path (see the README)")
-        self.cfg.setdefault("namespace", "default")
-        self.image = str(own["image"])
-        self.claim = str(own["log_volume_claim"])
-        self.mount_path = os.path.abspath(str(own["log_mount_path"]))
-        self.python = str(own.get("python", "python"))
-        self.api_server = own.get("api_server")
-        self._runner: Any = None
+        super().__init__(cfg)
+        self.image = str(self.own["image"])
+        self.claim = str(self.own["log_volume_claim"])
+        self.mount_path = os.path.abspath(str(self.own["log_mount_path"]))
+        self.python = str(self.own["python"])
+        self.api_server = self.own["api_server"]
 
-    @property
-    def torchx(self) -> Any:
-        if self._runner is None:
-            from torchx.runner import get_runner
+    def _new_client(self) -> Any:
+        from torchx.runner import get_runner
 
-            client = None
-            if self.api_server:
-                from kubernetes import client as k8s
+        client = None
+        if self.api_server:
+            from kubernetes import client as k8s
 
-                conf = k8s.Configuration()
-                conf.host = str(self.api_server)
-                client = k8s.ApiClient(conf)
-            self._runner = get_runner(client=client)
-        return self._runner
+            conf = k8s.Configuration()
+            conf.host = str(self.api_server)
+            client = k8s.ApiClient(conf)
+        return get_runner(client=client)
 
     def _api(self) -> Any:
         from kubernetes import client
@@ -308,14 +314,14 @@ class KubernetesRunner(Runner):
             raise SpecError(f"trial directory {trial} is not under runner.cfg.log_mount_path {self.mount_path}",
                             f"run nasctl with --workdir under {self.mount_path} so pods and nasctl share it")
 
-    def _dryrun_info(self, request: JobRequest) -> Any:
+    def appdef(self, request: JobRequest) -> Any:
         from torchx.specs import VolumeMount
 
         self._check_shared(request)
         sdir = state_dir(request)
         # the orchestrator's interpreter path means nothing in the image: use the image's python
         entry = self.python if request.entrypoint == sys.executable else request.entrypoint
-        launcher = [self.python, "-m", "nasctl.runners.launcher", "--state-dir", sdir, "--", entry, *request.args]
+        launcher = launched(self.python, request, [entry, *request.args])
         # output goes to the pod log and, through tee, to the shared volume (it outlives the pod)
         script = (f"mkdir -p {shlex.quote(sdir)} && "
                   f"exec > >(tee -a {shlex.quote(os.path.join(sdir, STDOUT))}) "
@@ -323,7 +329,7 @@ class KubernetesRunner(Runner):
                   f"exec {shlex.join(launcher)}")
         app = to_appdef(request, image=self.image, entrypoint="bash", args=["-c", script])
         app.roles[0].mounts = [VolumeMount(src=self.claim, dst_path=self.mount_path)]
-        return self.torchx.dryrun(app, SCHEDULER, cfg=dict(self.cfg))
+        return app
 
     def manifests(self, request: JobRequest) -> dict[str, Any]:
         """The Volcano Job TorchX would create for this trial, as a plain dict."""
@@ -339,19 +345,15 @@ class KubernetesRunner(Runner):
         manifest: str = yaml.safe_dump(self.manifests(request), sort_keys=False)
         return f"# namespace: {self.cfg['namespace']}\n" + manifest
 
-    def submit(self, request: JobRequest) -> SubmittedJob:
-        try:
-            info = self._dryrun_info(request)
-            os.makedirs(state_dir(request), exist_ok=True)
-            handle = self.torchx.schedule(info)
-        except SpecError:
-            raise
-        except Exception as e:  # kubernetes ApiException, urllib3 errors, ValueError on conflicts
-            if unreachable(e):
-                raise SchedulerUnreachable(f"the Kubernetes API server does not answer; job {request.name} "
-                                           f"was not created: {short(e)}", CLUSTER_HINT) from e
-            raise RunnerError(f"kubernetes did not accept job {request.name}: {e}", CLUSTER_HINT) from e
-        return SubmittedJob(handle=handle, metadata={**self._metadata(request), "requests": pod_requests(info)})
+    def _submit_error(self, request: JobRequest, error: Exception) -> NasctlError:
+        # kubernetes ApiException, urllib3 errors, ValueError on conflicts
+        if unreachable(error):
+            return SchedulerUnreachable(f"the Kubernetes API server does not answer; job {request.name} "
+                                        f"was not created: {short(error)}", CLUSTER_HINT)
+        return RunnerError(f"kubernetes did not accept job {request.name}: {error}", CLUSTER_HINT)
+
+    def _submitted(self, request: JobRequest, handle: str, info: Any) -> dict[str, Any]:
+        return {**self._metadata(request), "requests": pod_requests(info)}
 
     @staticmethod
     def _metadata(request: JobRequest) -> dict[str, Any]:
@@ -519,27 +521,24 @@ class KubernetesRunner(Runner):
                     f"{most:g} ({result[job.handle].message})", failure_class=FailureClass.UNSCHEDULABLE)
         return result
 
-    def cancel(self, job: SubmittedJob) -> None:
+    def owns(self, handle: str) -> bool:
+        return parse_handle(handle) is not None
+
+    def _end(self, job: SubmittedJob) -> None:
         """Delete the Volcano Job (what `torchx cancel` does); a missing one is not an error."""
-        if parse_handle(job.handle) is None:
-            return
         from kubernetes.client.rest import ApiException
 
-        # before the delete: the launcher then records the SIGTERM its pod gets as nasctl's cancellation
-        marker = mark_cancel(job.metadata.get("state_dir"), job.handle)
         try:
             self.torchx.cancel(job.handle)
         except ApiException as e:
             if e.status != 404:
-                if marker:
-                    os.unlink(marker)
                 raise RunnerError(f"could not cancel {job.handle}: {e.reason}", CLUSTER_HINT) from e
 
     def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
         """The end of the trial's stderr and stdout on the shared volume, else of the pod's log."""
-        parts = [tail_file(str(job.metadata[k]), lines) for k in ("stderr", "stdout") if job.metadata.get(k)]
-        if any(p.strip() for p in parts):
-            return "\n".join(p for p in parts if p.strip())
+        text = self._tail(job, ("stderr", "stdout"), lines)
+        if text:
+            return text
         if parse_handle(job.handle) is None:
             return ""
         from kubernetes.client.rest import ApiException
@@ -551,17 +550,13 @@ class KubernetesRunner(Runner):
             raw = list(sched.log_iter(parse_app_handle(job.handle).app_id, ROLE, k=0))
         except (ApiException, HTTPError):
             return ""
-        text = [_TIMESTAMP.sub("", line.rstrip("\n")) for line in raw]
-        return "\n".join(text[-lines:])
-
-    def close(self) -> None:
-        """Drop the API client; jobs keep running."""
-        self._runner = None
+        logged = [_TIMESTAMP.sub("", line.rstrip("\n")) for line in raw]
+        return "\n".join(logged[-lines:])
 
 
 def create_runner(cfg: Mapping[str, Any] | None = None) -> KubernetesRunner:
     return KubernetesRunner(cfg)
 
 
-__all__ = ["KubernetesRunner", "create_runner", "never_fits", "parse_handle", "pending_reason", "pod_requests", "pod_status",
-           "quantity"]
+__all__ = ["OPTIONS", "KubernetesRunner", "create_runner", "never_fits", "parse_handle", "pending_reason", "pod_requests",
+           "pod_status", "quantity"]

@@ -30,47 +30,22 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nasctl.errors import RunnerError, SpecError
+from nasctl.errors import NasctlError, RunnerError, SpecError
 from nasctl.runners import warm
-from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, attempt_suffix, tail_file
-from nasctl.runners.devices import DeviceInventory, check_device_cfg, check_gpu_request, resolve_inventory
-from nasctl.runners.launcher import (CANCEL_MARKER, CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, mark_cancel, read_claim,
-                                     read_json)
+from nasctl.runners.base import JobRequest, JobState, JobStatus, SubmittedJob, tail_file
+from nasctl.runners.devices import (DeviceInventory, check_devices, check_gpu_request, check_trials_per_device,
+                                    resolve_inventory)
+from nasctl.runners.launcher import CANCEL_MARKER, CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, read_claim, read_json
+from nasctl.runners.options import Option, RunOptions
 from nasctl.runners.outcome import record_status
+from nasctl.runners.torchx_base import NPROC_PER_NODE, ROLE, TorchXRunner, launched, state_dir, to_appdef, torchrun
 from nasctl.types import FailureClass
 
-ROLE = "trial"
-_ALLOWED_CFG = {"prepend_cwd", "auto_set_cuda_visible_devices"}
-_OWN_CFG = {"devices", "trials_per_device", "nproc_per_node"}  # nasctl's, not TorchX's
 START_GRACE_SECONDS = 120.0  # a submitted job that has not written launch.json by then never started
 ENDED_RELEASE_SECONDS = 5.0
 """How long `close` waits for the processes of jobs that recorded their exit to end."""
 WARM_EXIT_SECONDS = 10.0
 """How long `close` waits for the warm server to exit when no trial launched here runs."""
-
-
-def to_appdef(request: JobRequest, image: str, entrypoint: str, args: list[str]) -> Any:
-    """The TorchX AppDef for one trial (shared by every TorchX-backed runner)."""
-    from torchx import specs
-
-    return specs.AppDef(
-        name=request.name,
-        roles=[
-            specs.Role(
-                name=ROLE,
-                image=image,
-                entrypoint=entrypoint,
-                args=args,
-                env=dict(request.env),
-                resource=specs.Resource(cpu=request.cpu, gpu=request.gpu, memMB=request.mem_mb),
-            )
-        ],
-    )
-
-
-def state_dir(request: JobRequest) -> str:
-    """Where the job of one attempt keeps its claim, launch and exit records and its logs."""
-    return os.path.join(request.trial_dir, "job" + attempt_suffix(request.attempt))
 
 
 def _alive(pid: Any, create_time: Any) -> bool:
@@ -98,43 +73,48 @@ def _claimant(sdir: str) -> int | None:
     return pid if isinstance(pid, int) else 0
 
 
-class LocalRunner(Runner):
+def _no_auto_cuda(value: Any) -> bool:
+    if value:
+        raise SpecError(
+            "runner.cfg.auto_set_cuda_visible_devices numbers devices per trial, so every trial would get GPU 0",
+            "remove it: nasctl gives each trial its own devices (runner.cfg.devices lists which)",
+        )
+    return False
+
+
+OPTIONS = RunOptions(
+    "local_cwd",
+    own=(
+        Option("devices", "list of device indices", "the GPUs trials are placed on (default: NASCTL_DEVICES, "
+               "CUDA_VISIBLE_DEVICES, then detection; see nasctl/runners/devices.py)", None, check_devices),
+        Option("trials_per_device", "int", "at most this many gpu: 1 trials share a device", 1,
+               check_trials_per_device),
+        NPROC_PER_NODE,
+        Option("auto_set_cuda_visible_devices", "bool", "TorchX's option, taken over: nasctl places trials on "
+               "devices itself, so it must stay false", False, _no_auto_cuda),
+    ),
+    reserved=frozenset({"log_dir"}),  # each trial's state folder
+)
+
+
+class LocalRunner(TorchXRunner):
     """Runs trials as local processes via TorchX `local_cwd`.
 
     Args:
-        cfg: TorchX local_cwd run options from the spec (`prepend_cwd`), plus
-            nasctl's own: `devices` and `trials_per_device` (the GPU inventory
-            trials are placed on, see nasctl/runners/devices.py) and
-            `nproc_per_node` (run each trial under torchrun with that many
-            processes). `log_dir` is set per trial by nasctl.
+        cfg: `OPTIONS`: TorchX's local_cwd run option `prepend_cwd`, plus nasctl's
+            own: `devices` and `trials_per_device` (the GPU inventory trials are placed
+            on, see nasctl/runners/devices.py) and `nproc_per_node` (run each trial
+            under torchrun with that many processes). `log_dir` is set per trial by nasctl.
     """
 
     scheduler = "local_cwd"
+    options = OPTIONS
     poll_interval = 0.25
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
-        cfg = dict(cfg or {})
-        unknown = set(cfg) - _ALLOWED_CFG - _OWN_CFG
-        if unknown:
-            raise SpecError(
-                f"runner.cfg has options {sorted(unknown)} that local_cwd does not take",
-                f"allowed: {sorted(_ALLOWED_CFG | _OWN_CFG)} (log_dir is set by nasctl to the trial's directory)",
-            )
-        if cfg.get("auto_set_cuda_visible_devices"):
-            raise SpecError(
-                "runner.cfg.auto_set_cuda_visible_devices numbers devices per trial, so every trial would get GPU 0",
-                "remove it: nasctl gives each trial its own devices (runner.cfg.devices lists which)",
-            )
-        nproc = cfg.get("nproc_per_node", 1)
-        if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
-            raise SpecError(f"runner.cfg.nproc_per_node must be a positive integer, got {nproc!r}",
-                            "use e.g. nproc_per_node: 2")
-        check_device_cfg(cfg)  # a bad device list fails at validation, not at the first GPU trial
-        self.nproc_per_node = nproc
-        self.own_cfg = {k: cfg.pop(k) for k in list(cfg) if k in _OWN_CFG}
-        self.cfg = cfg
+        super().__init__(cfg)
+        self.nproc_per_node: int = self.own["nproc_per_node"]
         self._inventory: DeviceInventory | None = None
-        self._runner: Any = None
         self._warm: WarmServer | None = None
         self._launched: dict[str, str] = {}  # handle -> state dir of jobs launched here TorchX still holds
 
@@ -142,50 +122,38 @@ class LocalRunner(Runner):
         """The devices trials are placed on (resolved once: spec, NASCTL_DEVICES,
         CUDA_VISIBLE_DEVICES, then detection)."""
         if self._inventory is None:
-            self._inventory = resolve_inventory(self.own_cfg)
+            self._inventory = resolve_inventory(self.own)
         return self._inventory
 
     def check_gpu(self, gpu: int) -> None:
         check_gpu_request(gpu, self.device_inventory(), self.nproc_per_node)
 
     def _command(self, request: JobRequest) -> list[str]:
-        cmd = [request.entrypoint, *request.args]
-        if self.nproc_per_node > 1:
-            # every process inherits the trial's CUDA_VISIBLE_DEVICES; LOCAL_RANK r uses
-            # its r-th share of them (cuda:r with one device per process)
-            program = cmd[1:] if os.path.abspath(cmd[0]) == os.path.abspath(sys.executable) else ["--no-python", *cmd]
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-                   "--nproc_per_node", str(self.nproc_per_node), *program]
-        return cmd
+        return torchrun([request.entrypoint, *request.args], self.nproc_per_node)
 
-    @property
-    def torchx(self) -> Any:
-        if self._runner is None:
-            from torchx.runner import get_runner
+    def _new_client(self) -> Any:
+        from torchx.runner import get_runner
 
-            # TorchX's local scheduler installs SIGINT/SIGTERM handlers of its own
-            # when it is created. Signals belong to the orchestrator (a stop must
-            # land between loop steps, never between "submitted" and "recorded"),
-            # so create the scheduler now and put the previous handlers back.
-            main = threading.current_thread() is threading.main_thread()
-            saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
-            runner = get_runner(cache_size=10_000)
-            runner._scheduler(self.scheduler)  # noqa: SLF001 - instantiate it eagerly
-            for sig, handler in saved.items():
-                signal.signal(sig, handler)
-            self._runner = runner
-        return self._runner
+        # TorchX's local scheduler installs SIGINT/SIGTERM handlers of its own
+        # when it is created. Signals belong to the orchestrator (a stop must
+        # land between loop steps, never between "submitted" and "recorded"),
+        # so create the scheduler now and put the previous handlers back.
+        main = threading.current_thread() is threading.main_thread()
+        saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+        runner = get_runner(cache_size=10_000)
+        runner._scheduler(self.scheduler)  # noqa: SLF001 - instantiate it eagerly
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        return runner
 
-    def _dryrun_info(self, request: JobRequest, env: Mapping[str, str] | None = None) -> Any:
-        cfg = {**self.cfg, "log_dir": state_dir(request)}
-        args = ["-m", "nasctl.runners.launcher", "--state-dir", state_dir(request), "--", *self._command(request)]
-        if env:
-            request = dataclasses.replace(request, env={**request.env, **env})
+    def _run_cfg(self, request: JobRequest) -> dict[str, Any]:
+        return {**self.cfg, "log_dir": state_dir(request)}
+
+    def appdef(self, request: JobRequest) -> Any:
+        cmd = launched(sys.executable, request, self._command(request))
         # nasctl has placed the trial on its devices (CUDA_VISIBLE_DEVICES in its env);
         # TorchX's local scheduler would only warn that it did not number them itself
-        request = dataclasses.replace(request, gpu=0)
-        app = to_appdef(request, image=os.getcwd(), entrypoint=sys.executable, args=args)
-        return self.torchx.dryrun(app, self.scheduler, cfg=cfg)
+        return to_appdef(dataclasses.replace(request, gpu=0), image=os.getcwd(), entrypoint=cmd[0], args=cmd[1:])
 
     def dryrun(self, request: JobRequest) -> str:
         info = self._dryrun_info(request)
@@ -209,24 +177,22 @@ class LocalRunner(Runner):
             self._warm = WarmServer.start(request.preload, env, os.path.dirname(request.trial_dir))
         return {warm.SOCKET_ENV: self._warm.socket_path}
 
-    def submit(self, request: JobRequest) -> SubmittedJob:
-        try:
-            info = self._dryrun_info(request, self._warm_env(request))
-            handle = self.torchx.schedule(info)
-        except Exception as e:  # torchx raises assorted types (OSError, ValueError, ...)
-            raise RunnerError(f"local_cwd could not start job {request.name}: {e}", "see the trial's log") from e
+    def _submit_info(self, request: JobRequest) -> Any:
+        return self._dryrun_info(dataclasses.replace(request, env={**request.env, **self._warm_env(request)}))
+
+    def _submit_error(self, request: JobRequest, error: Exception) -> NasctlError:
+        return RunnerError(f"local_cwd could not start job {request.name}: {error}", "see the trial's log")
+
+    def _submitted(self, request: JobRequest, handle: str, info: Any) -> dict[str, Any]:
         replica_dir = os.path.join(info.request.log_dir, ROLE, "0")
         self._launched[handle] = state_dir(request)
-        return SubmittedJob(
-            handle=handle,
-            metadata={
-                "app_id": info.request.app_id,
-                "state_dir": state_dir(request),
-                "stdout": os.path.join(replica_dir, "stdout.log"),
-                "stderr": os.path.join(replica_dir, "stderr.log"),
-                "submitted": time.time(),
-            },
-        )
+        return {
+            "app_id": info.request.app_id,
+            "state_dir": state_dir(request),
+            "stdout": os.path.join(replica_dir, "stdout.log"),
+            "stderr": os.path.join(replica_dir, "stderr.log"),
+            "submitted": time.time(),
+        }
 
     def find(self, request: JobRequest) -> SubmittedJob | None:
         sdir = state_dir(request)
@@ -317,12 +283,10 @@ class LocalRunner(Runner):
     def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
         return {job.handle: self._one_status(job) for job in jobs}
 
-    def cancel(self, job: SubmittedJob) -> None:
-        """SIGTERM the job's processes, after writing the cancel marker that tells its
-        launcher the signal is nasctl's (see launcher.CANCEL_MARKER)."""
+    def _end(self, job: SubmittedJob) -> None:
+        """SIGTERM the job's processes (the launcher's whole process group while it runs)."""
         sdir = job.metadata.get("state_dir")
         launch = read_json(os.path.join(sdir, LAUNCH)) if sdir else None
-        mark_cancel(sdir, job.handle)
         try:
             if launch and _alive(launch.get("pid"), launch.get("create_time")):
                 # the launcher leads its own session: signal the whole group
@@ -395,7 +359,7 @@ class LocalRunner(Runner):
                 apps = getattr(sched, "_apps", None)
                 if isinstance(apps, dict):
                     apps.clear()
-        self._runner = None
+        super().close()
 
 
 SERVER_ENV = ("PYTHONPATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -450,4 +414,4 @@ def create_runner(cfg: Mapping[str, Any] | None = None) -> LocalRunner:
     return LocalRunner(cfg)
 
 
-__all__ = ["LocalRunner", "create_runner", "DUPLICATE_EXIT"]
+__all__ = ["DUPLICATE_EXIT", "OPTIONS", "LocalRunner", "ROLE", "create_runner", "state_dir", "to_appdef"]

@@ -19,7 +19,7 @@ in the controller (`squeue`) in that same poll. TorchX's own `describe` is
 not used: it asserts on the `CANCELLED by <uid>` state of Slurm 22.05 and asks
 once per job.
 
-Runner options (`runner.cfg`): TorchX's slurm run options (`partition`,
+Runner options (`runner.cfg`, declared in `OPTIONS`): TorchX's slurm run options (`partition`,
 `time`, `comment`, `constraint`, `mail-user`, `mail-type`; `job_dir` is
 refused: nasctl places each job in its trial directory), defaults for them from
 `.torchxconfig`, and `nproc_per_node` (default 1): run the trial under
@@ -55,12 +55,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from nasctl.errors import RunnerError, SchedulerUnreachable, SpecError
-from nasctl.runners.base import JobRequest, JobState, JobStatus, Runner, SubmittedJob, tail_file
-from nasctl.runners.launcher import DUPLICATE_EXIT, EXIT, LAUNCH, mark_cancel, read_json
-from nasctl.runners.local import state_dir, to_appdef
+from nasctl.errors import NasctlError, RunnerError, SchedulerUnreachable, SpecError
+from nasctl.runners.base import JobRequest, JobState, JobStatus, SubmittedJob
+from nasctl.runners.launcher import DUPLICATE_EXIT, EXIT, LAUNCH, read_json
+from nasctl.runners.options import Option, RunOptions
 from nasctl.runners.outcome import settle
-from nasctl.runners.torchx_options import split_cfg
+from nasctl.runners.torchx_base import NPROC_PER_NODE, TorchXRunner, launched, state_dir, to_appdef, torchrun
 from nasctl.types import FailureClass
 
 SCHEDULER = "slurm"
@@ -362,38 +362,38 @@ def job_id_of(handle: str) -> str | None:
     return job_id if prefix.startswith(f"{SCHEDULER}://") and job_id.isdigit() else None
 
 
-class SlurmRunner(Runner):
+OPTIONS = RunOptions(
+    SCHEDULER,
+    own=(
+        NPROC_PER_NODE,
+        Option("signal", "str", "sbatch --signal, e.g. USR1@120: warn the trial that many seconds before its "
+               "time limit (USR1 or USR2)", None, check_signal),
+    ),
+    reserved=frozenset({"job_dir"}),  # each job goes to its trial directory
+    torchxconfig=True,
+)
+
+
+class SlurmRunner(TorchXRunner):
     """Runs each trial as a Slurm batch job via TorchX's slurm scheduler.
 
     Args:
-        cfg: `runner.cfg` (see the module docstring). Missing TorchX options are
-            read from `.torchxconfig`; the spec wins.
+        cfg: `runner.cfg`, as `OPTIONS` declares it (see the module docstring).
+            Missing TorchX options are read from `.torchxconfig`; the spec wins.
 
     Raises:
         SpecError: an unknown or reserved option, a bad `nproc_per_node` or `signal`.
     """
 
     scheduler = SCHEDULER
+    options = OPTIONS
     shared_status = True
     queues = True
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
-        self.cfg, own = split_cfg(SCHEDULER, cfg, own={"nproc_per_node", "signal"}, reserved={"job_dir"})
-        nproc = own.get("nproc_per_node", 1)
-        if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
-            raise SpecError(f"runner.cfg.nproc_per_node must be a positive integer, got {nproc!r}",
-                            "use e.g. nproc_per_node: 2")
-        self.nproc_per_node = nproc
-        self.signal = check_signal(own["signal"]) if own.get("signal") is not None else None
-        self._runner: Any = None
-
-    @property
-    def torchx(self) -> Any:
-        if self._runner is None:
-            from torchx.runner import get_runner
-
-            self._runner = get_runner()
-        return self._runner
+        super().__init__(cfg)
+        self.nproc_per_node: int = self.own["nproc_per_node"]
+        self.signal: str | None = self.own["signal"]
 
     def check_resources(self, cpu: int, mem_mb: int, gpu: int) -> None:
         """Refuse, before anything is submitted, a request no node of the partition can
@@ -405,23 +405,18 @@ class SlurmRunner(Runner):
             f"trial.resources.cpu x runner.cfg.nproc_per_node ({cpu} x {self.nproc_per_node})"
         check_fits(found[0], found[1], cpu * self.nproc_per_node, mem_mb, gpu, source)
 
-    def _command(self, request: JobRequest) -> list[str]:
-        cmd = [request.entrypoint, *request.args]
-        if self.nproc_per_node > 1:
-            # what TorchX's dist.ddp component runs on one node
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   "--nnodes", "1", "--nproc_per_node", str(self.nproc_per_node), *request.args]
-        return [sys.executable, "-m", "nasctl.runners.launcher", "--state-dir", state_dir(request), "--", *cmd]
-
-    def _dryrun_info(self, request: JobRequest) -> Any:
-        from torchx.specs import macros
-
-        cmd = self._command(request)
+    def appdef(self, request: JobRequest) -> Any:
+        cmd = launched(sys.executable, request, torchrun([request.entrypoint, *request.args], self.nproc_per_node))
         app = to_appdef(request, image=os.getcwd(), entrypoint=cmd[0], args=cmd[1:])
         role = app.roles[0]
         role.name = request.name
         role.resource.cpu = request.cpu * self.nproc_per_node
-        info = self.torchx.dryrun(app, SCHEDULER, cfg=dict(self.cfg))
+        return app
+
+    def _dryrun_info(self, request: JobRequest) -> Any:
+        from torchx.specs import macros
+
+        info = super()._dryrun_info(request)
         out = state_dir(request)
         for replica_name, replica in info.request.replicas.items():
             # absolute paths in the shared trial directory, not relative to the submit directory
@@ -450,23 +445,20 @@ class SlurmRunner(Runner):
             "submitted": time.time(),
         }
 
-    def submit(self, request: JobRequest) -> SubmittedJob:
-        try:
-            info = self._dryrun_info(request)
-            os.makedirs(state_dir(request), exist_ok=True)
-            handle = self.torchx.schedule(info)
-        except subprocess.CalledProcessError as e:
+    def _submit_error(self, request: JobRequest, error: Exception) -> NasctlError:
+        if isinstance(error, subprocess.CalledProcessError):
             down = controller_unreachable()
             if down is not None:
-                raise SchedulerUnreachable(f"sbatch could not submit job {request.name}: the Slurm controller "
-                                           f"does not answer ({down})", CLUSTER_HINT) from e
-            raise RunnerError(f"sbatch refused job {request.name} (exit code {e.returncode})", CLUSTER_HINT) from e
-        except FileNotFoundError as e:
-            raise RunnerError(f"could not submit {request.name}: {e}", CLUSTER_HINT) from e
+                return SchedulerUnreachable(f"sbatch could not submit job {request.name}: the Slurm controller "
+                                            f"does not answer ({down})", CLUSTER_HINT)
+            return RunnerError(f"sbatch refused job {request.name} (exit code {error.returncode})", CLUSTER_HINT)
+        return RunnerError(f"could not submit {request.name}: {error}", CLUSTER_HINT)
+
+    def _submitted(self, request: JobRequest, handle: str, info: Any) -> dict[str, Any]:
         job_id = job_id_of(handle)
         if job_id is None:
             raise RunnerError(f"sbatch returned {handle!r} for {request.name}, not a job id", CLUSTER_HINT)
-        return SubmittedJob(handle=handle, metadata=self._metadata(request, job_id))
+        return self._metadata(request, job_id)
 
     def find(self, request: JobRequest) -> SubmittedJob | None:
         """The job that claimed the trial directory, else a queued job with the trial's
@@ -540,38 +532,24 @@ class SlurmRunner(Runner):
                                                          "waiting for the trial to record its exit")
         return result
 
-    def cancel(self, job: SubmittedJob) -> None:
-        """`scancel` the job; cancelling a finished or unknown job is not an error.
+    def owns(self, handle: str) -> bool:
+        return job_id_of(handle) is not None
 
-        The launcher's cancel marker is written first, so the trial's exit record says
-        the SIGTERM that follows was nasctl's (Slurm's own at a time limit is not)."""
-        jid = job_id_of(job.handle)
-        if jid is None:
-            return
-        mark_cancel(job.metadata.get("state_dir"), job.handle)
+    def _end(self, job: SubmittedJob) -> None:
+        """`scancel` the job; cancelling a finished or unknown job is not an error."""
+        jid = str(job_id_of(job.handle))
         p = _run(["scancel", jid])
         if p.returncode != 0 and "Invalid job id" not in p.stderr and "already completing" not in p.stderr:
             raise RunnerError(f"scancel {jid} failed: {_first_line(p.stderr)}", CLUSTER_HINT)
 
     def log_tail(self, job: SubmittedJob, lines: int = 40) -> str:
         """The end of the trial's stderr and stdout, then of the batch script's own output."""
-        parts = []
-        for key in ("stderr", "stdout", "batch_log"):
-            path = job.metadata.get(key)
-            if path and os.path.isfile(path):
-                text = tail_file(path, lines)
-                if text.strip():
-                    parts.append(text)
-        return "\n".join(parts)
-
-    def close(self) -> None:
-        """Drop the TorchX client; Slurm jobs keep running."""
-        self._runner = None
+        return self._tail(job, ("stderr", "stdout", "batch_log"), lines)
 
 
 def create_runner(cfg: Mapping[str, Any] | None = None) -> SlurmRunner:
     return SlurmRunner(cfg)
 
 
-__all__ = ["NodeOffer", "SlurmRunner", "SlurmRecord", "check_fits", "check_signal", "create_runner", "map_state",
+__all__ = ["OPTIONS", "NodeOffer", "SlurmRunner", "SlurmRecord", "check_fits", "check_signal", "create_runner", "map_state",
            "partition_offers", "query_jobs"]
