@@ -246,3 +246,25 @@ def test_cli_dryrun_prints_the_sbatch_script_and_the_volcano_job(tmp_path: Path)
     assert "claimName: nasctl-runs" in k8s.stdout
     bad = run_cli("run", str(ROOT / "examples" / "digits_mlp_k8s.yaml"), "--dryrun", cwd=tmp_path)
     assert bad.returncode == 2 and "--workdir under /mnt/nasctl" in bad.stderr
+
+
+def test_a_refused_cancel_takes_its_marker_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cancel marker says the SIGTERM that follows is nasctl's; when the scheduler
+    refuses the cancel, no such signal comes, so the marker must not stay."""
+    from nasctl.errors import RunnerError
+    from nasctl.runners.base import SubmittedJob
+    from nasctl.runners.launcher import CANCEL_MARKER
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scancel").write_text("#!/bin/sh\necho 'scancel: error: Access/permission denied' >&2\nexit 1\n")
+    (bin_dir / "scancel").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    sdir = tmp_path / "job"
+    sdir.mkdir()
+    job = SubmittedJob("slurm://torchx/123", {"state_dir": str(sdir)})
+    with pytest.raises(RunnerError, match="scancel 123 failed: scancel: error: Access/permission denied"):
+        get_runner("slurm", {}).cancel(job)
+    assert not (sdir / CANCEL_MARKER).exists()
+    get_runner("slurm", {}).cancel(SubmittedJob("not-a-slurm-handle", {"state_dir": str(sdir)}))  # not ours: no-op
+    assert not (sdir / CANCEL_MARKER).exists()
