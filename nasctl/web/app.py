@@ -12,7 +12,6 @@ refuses requests whose Host header names another host (DNS rebinding).
 
 from __future__ import annotations
 
-import html
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,13 +30,15 @@ from nasctl.errors import BadInputError, ConflictError, NasctlError, NotFoundErr
 from nasctl.store import Store
 from nasctl.web import api, insights_api, manage_api
 from nasctl.web.insights import InsightsCache
+from nasctl.web.pages import PAGES, STATIC, not_found_html, page_html
 
 log = logging.getLogger("nasctl.web")
 
-STATIC = Path(str(files("nasctl.web").joinpath("static")))
-PAGES = {"experiments": "index.html", "experiment": "experiment.html", "trial": "trial.html",
-         "diagnostics": "diagnostics.html", "compare": "compare.html"}
+#: What /static/NAME serves, by suffix (the shell and page bodies are not served: the pages are).
+STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 
+# Scripts: plotly.min.js and the pages' ES modules, all from /static ('self' covers module scripts
+# and their imports); 'unsafe-eval' is plotly's (it compiles functions for some trace types).
 CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
@@ -222,20 +223,22 @@ def _add_pages(app: FastAPI) -> None:
     def docs_page() -> FileResponse:
         return FileResponse(STATIC / "docs.html", media_type="text/html")
 
+    served = {p.name: STATIC_TYPES[p.suffix] for p in STATIC.iterdir() if p.suffix in STATIC_TYPES and p.is_file()}
+
     @app.get("/static/{filename}", include_in_schema=False)
     def static(filename: str) -> FileResponse:
-        allowed = {"app.js": "text/javascript", "style.css": "text/css", "manage.js": "text/javascript",
-                   "analysis.js": "text/javascript", "docs.js": "text/javascript", "favicon.svg": "image/svg+xml"}
-        if filename not in allowed:
+        if filename not in served:
             raise NotFoundError(f"no static file {filename!r}")
-        return FileResponse(STATIC / filename, media_type=allowed[filename])
+        return FileResponse(STATIC / filename, media_type=served[filename])
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon() -> FileResponse:
         return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
-    def page(kind: str) -> FileResponse:
-        return FileResponse(STATIC / PAGES[kind], media_type="text/html")
+    pages = {kind: page_html(kind) for kind in PAGES}
+
+    def page(kind: str) -> HTMLResponse:
+        return HTMLResponse(pages[kind])
 
     def found(request: Request, kind: str, name: str, index: str | None = None) -> Response:
         """The page, or a plain 404 page when its experiment or trial does not exist."""
@@ -254,11 +257,11 @@ def _add_pages(app: FastAPI) -> None:
         return page(kind)
 
     @app.get("/", include_in_schema=False)
-    def experiments_page() -> FileResponse:
+    def experiments_page() -> HTMLResponse:
         return page("experiments")
 
     @app.get("/compare", include_in_schema=False)
-    def compare_page() -> FileResponse:
+    def compare_page() -> HTMLResponse:
         return page("compare")
 
     @app.get("/experiments/{name}", include_in_schema=False)
@@ -276,16 +279,4 @@ def _add_pages(app: FastAPI) -> None:
 
 def not_found_page(message: str, back: str) -> HTMLResponse:
     """A plain 404 page: what was not found and a link back (the message is escaped)."""
-    from urllib.parse import quote
-
-    link = quote(back, safe="/")
-    body = (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<title>nasctl — not found</title><link rel="stylesheet" href="/static/style.css"></head>'
-        '<body data-page="not-found"><header><a class="brand" href="/">nasctl</a></header><main>'
-        f'<h1>Not found</h1><p id="message" class="error">{html.escape(message, quote=False)}</p>'
-        f'<p><a href="{html.escape(link)}">{"all experiments" if back == "/" else "back to the experiment"}</a></p>'
-        "</main></body></html>"
-    )
-    return HTMLResponse(body, status_code=404)
+    return HTMLResponse(not_found_html(message, back), status_code=404)

@@ -1,7 +1,8 @@
 """`nasctl report`: the experiment page as one self-contained HTML file.
 
-The file carries plotly.js (from the installed plotly package), the dashboard's
-own script and stylesheet, and the API answers the experiment page needs, so it
+The file carries plotly.js (from the installed plotly package), the experiment
+page's modules (bundled into one inline script), the stylesheet, and the API
+answers the experiment page needs (a JSON block the modules read), so it
 shows the same plots offline, without a server: Pareto front (its reference
 point on demand, as on the page), hypervolume over trials, the trial table
 (sortable, filtered by status), parallel coordinates, history, parameter
@@ -24,8 +25,10 @@ from nasctl.store import queries
 from nasctl.store.manage import get_note
 from nasctl.web import insights, serializers
 from nasctl.web.analysis import AnalysisCache, analyze, parallel_sample
-from nasctl.web.app import STATIC, plotly_js_path
+from nasctl.web.app import plotly_js_path
+from nasctl.web.bundle import bundle_modules
 from nasctl.web.insights_api import contour_json, importance_json
+from nasctl.web.pages import PAGES, STATIC, fill_shell, page_body
 
 #: Trials embedded in the report's table; beyond that, the Pareto front and the most recent trials.
 MAX_TABLE_TRIALS = 5000
@@ -111,37 +114,29 @@ def _analysis_data(store: Store, name: str, base: str) -> dict[str, Any]:
 
 
 def build_report(store: Store, name: str, diagnostics: bool = True) -> str:
-    """The self-contained HTML report of experiment `name`."""
+    """The self-contained HTML report of experiment `name`: the experiment page's shell and
+    body, the stylesheet inlined, the data as a JSON block, plotly.js, and the page's modules
+    bundled into one inline module script (bundle.py)."""
     data = report_data(store, name, diagnostics)
-    page = (STATIC / "experiment.html").read_text(encoding="utf-8")
     css = (STATIC / "style.css").read_text(encoding="utf-8")
-    app_js = (STATIC / "app.js").read_text(encoding="utf-8")
-    manage_js = (STATIC / "manage.js").read_text(encoding="utf-8")
-    analysis_js = (STATIC / "analysis.js").read_text(encoding="utf-8")
     plotly_js = plotly_js_path().read_text(encoding="utf-8")
-    extra = ""
+    page = PAGES["experiment"]
+    body = page_body("experiment")
     if data["diagnostics"] is not None:
-        extra = (
+        body += (
             '<section class="panel"><h2>Model diagnostics: leave-one-out cross-validation</h2>'
             '<p class="muted">Each completed trial predicted by the model fitted on the others (95% intervals).</p>'
             '<p id="diag-caption" class="muted"></p><div id="diag" class="curves"></div></section>\n'
         )
     if not data["table_complete"]:
-        extra += (
+        body += (
             '<p class="muted">The table holds the Pareto-optimal and the most recent trials; '
             "`nasctl export` writes every trial.</p>\n"
         )
-    page = page.replace('<link rel="stylesheet" href="/static/style.css">', "<style>\n" + css + "\n</style>")
-    page = page.replace("</main>", extra + "</main>")
     scripts = (
-        "<script>window.NASCTL_REPORT = " + _script_json(data) + ";</script>\n"
+        '<script type="application/json" id="nasctl-report">' + _script_json(data) + "</script>\n"
         "<script>" + plotly_js + "</script>\n"
-        "<script>" + app_js + "</script>\n"
-        "<script>" + analysis_js + "</script>\n"
-        "<script>" + manage_js + "</script>"
+        '<script type="module">\n' + bundle_modules(STATIC, page.entry) + "</script>"
     )
-    tags = ('<script src="/static/plotly.min.js"></script>\n<script src="/static/app.js"></script>\n'
-            '<script src="/static/analysis.js"></script>\n<script src="/static/manage.js"></script>')
-    if tags not in page:
-        raise RuntimeError("experiment.html no longer loads its scripts as the report expects")
-    return page.replace(tags, scripts)
+    return fill_shell(title=page.title, page="experiment", body=body, styles="<style>\n" + css + "\n</style>",
+                      scripts=scripts)

@@ -1,68 +1,11 @@
-/* nasctl dashboard: notes on experiments and trials, rename and delete.
- *
- * Loaded after app.js and uses its helpers (api, el, state, route, REPORT).
- * Notes are markdown rendered by `renderMarkdown` into DOM nodes built one by
- * one with textContent: no note text ever reaches innerHTML, so a note cannot
- * inject markup or script. Links keep only http(s), mailto and same-site targets.
+/* Notes on experiments and trials (markdown.js renders them), rename and delete, and the
+ * experiments page's notice after a delete. Editing needs a dashboard started with a token.
  */
-"use strict";
-
-const SAFE_HREF = /^(https?:\/\/|mailto:|\/(?!\/)|#|\.{1,2}\/)/i;
-const INLINE = /(`+)([^`]+?)\1|\*\*([^*]+)\*\*|(?<![\w])__([^_]+)__(?![\w])|\*([^*\s][^*]*)\*|(?<![\w])_([^_\s][^_]*)_(?![\w])|\[([^\]]+)\]\(([^)\s]+)\)/g;
-
-/* Inline markdown (code, bold, italics, links) of one line, appended to `parent`. */
-function mdInline(parent, text) {
-  let last = 0;
-  for (const m of text.matchAll(INLINE)) {
-    if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
-    if (m[2] !== undefined) parent.appendChild(el("code", { text: m[2] }));
-    else if (m[3] !== undefined || m[4] !== undefined) mdInline(parent.appendChild(el("strong")), m[3] !== undefined ? m[3] : m[4]);
-    else if (m[5] !== undefined || m[6] !== undefined) mdInline(parent.appendChild(el("em")), m[5] !== undefined ? m[5] : m[6]);
-    else if (SAFE_HREF.test(m[8])) parent.appendChild(el("a", { href: m[8], text: m[7], rel: "noopener noreferrer nofollow", target: "_blank" }));
-    else parent.appendChild(document.createTextNode(m[0]));  // an unsafe target (javascript:, data:) stays text
-    last = m.index + m[0].length;
-  }
-  if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
-  return parent;
-}
-
-/* Markdown (a common subset: headings, paragraphs, lists, quotes, fenced code, rules) as a <div>. */
-function renderMarkdown(text) {
-  const root = el("div", { class: "markdown" });
-  const lines = String(text || "").replace(/\r\n?/g, "\n").split("\n");
-  let para = null, list = null;
-  const close = () => { para = null; list = null; };
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
-    let m;
-    if (/^\s*```/.test(line)) {
-      close();
-      const body = [];
-      for (i++; i < lines.length && !/^\s*```/.test(lines[i]); i++) body.push(lines[i]);
-      root.appendChild(el("pre", {}, el("code", { text: body.join("\n") })));
-    } else if (!line.trim()) {
-      close();
-    } else if ((m = /^(#{1,6})\s+(.*)$/.exec(line))) {
-      close();
-      root.appendChild(mdInline(el("h" + Math.min(6, m[1].length + 2)), m[2]));
-    } else if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) {
-      close();
-      root.appendChild(el("hr"));
-    } else if ((m = /^\s*(?:([-*+])|(\d+)[.)])\s+(.*)$/.exec(line))) {
-      const tag = m[1] ? "ul" : "ol";
-      if (!list || list.tagName.toLowerCase() !== tag) { para = null; list = root.appendChild(el(tag)); }
-      mdInline(list.appendChild(el("li")), m[3]);
-    } else if ((m = /^>\s?(.*)$/.exec(line))) {
-      close();
-      root.appendChild(mdInline(el("blockquote"), m[1]));
-    } else {
-      list = null;
-      if (para) para.appendChild(el("br")); else para = root.appendChild(el("p"));
-      mdInline(para, line);
-    }
-  }
-  return root;
-}
+import { REPORT, api, enc, expUrl, post, route, state } from "./api.js";
+import { el, errorText } from "./dom.js";
+import { shownTime } from "./format.js";
+import { access } from "./header.js";
+import { renderMarkdown } from "./markdown.js";
 
 /* The note panel: rendered note, and (with a token) an editor that saves with PUT. */
 async function notePanel(box, url) {
@@ -85,7 +28,7 @@ async function notePanel(box, url) {
       try {
         note = await api(url, { method: "PUT", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ text: area.value }) });
         view();
-      } catch (e) { status.textContent = e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""); status.className = "error"; }
+      } catch (e) { status.textContent = errorText(e); status.className = "error"; }
     }
     box.replaceChildren(area, el("div", { class: "controls" },
       el("button", { type: "button", class: "note-save", text: "save", onclick: save }),
@@ -100,13 +43,13 @@ function managePanel(box, name) {
   const input = el("input", { id: "rename-to", value: name, size: 28, "aria-label": "new name" });
   const files = el("input", { type: "checkbox", id: "delete-files" });
   const out = el("span", { id: "manage-message", class: "muted" });
-  const fail = (e) => { out.textContent = e.message + (e.body && e.body.hint ? " (" + e.body.hint + ")" : ""); out.className = "error"; };
+  const fail = (e) => { out.textContent = errorText(e); out.className = "error"; };
   async function rename() {
     const to = input.value.trim();
     if (!to || to === name) return;
     if (!confirm("Rename experiment " + name + " to " + to + "? Its files stay where they are.")) return;
     try {
-      await api("/api/experiments/" + enc(name) + "/rename", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ name: to }) });
+      await post("/api/experiments/" + enc(name) + "/rename", { name: to });
       location.href = expUrl(to);
     } catch (e) { fail(e); }
   }
@@ -127,30 +70,27 @@ function managePanel(box, name) {
   box.closest("section").hidden = false;
 }
 
-async function managePage() {
-  const page = document.body.dataset.page;
-  const box = document.getElementById("note");
-  if (!box && page !== "experiments") return;
-  if (!REPORT) {
-    try { state.readOnly = (await api("/api/info")).read_only; } catch (e) { state.readOnly = true; }
-  }
-  const { name, index } = route();
-  if (page === "experiments") {
-    const q = new URLSearchParams(location.search);
-    if (q.get("deleted")) {
-      const kept = q.get("kept"), files = q.get("files");
-      const m = el("p", { id: "deleted-note", class: kept ? "error" : "muted",
-        text: "Deleted experiment " + q.get("deleted") + (files ? " and its folder " + files : "") + "." + (kept ? " Its files were kept: " + kept : "") });
-      document.querySelector("main").insertBefore(m, document.querySelector("main").firstChild);
-    }
-    return;
-  }
-  const base = "/api/experiments/" + enc(name);
-  await notePanel(box, page === "trial" ? base + "/trials/" + index + "/note" : base + "/note");
-  const manage = document.getElementById("manage");
-  if (manage && !REPORT && !state.readOnly) managePanel(manage, name);
+/* The experiment page's note and, with a token, its manage panel. */
+export async function experimentNotes() {
+  const { name } = route();
+  const { readOnly } = await access();
+  await notePanel(document.getElementById("note"), "/api/experiments/" + enc(name) + "/note");
+  if (!REPORT && !readOnly) managePanel(document.getElementById("manage"), name);
 }
 
-window.addEventListener("DOMContentLoaded", () => {
-  managePage().catch((e) => showMessage(String(e.message || e), true));
-});
+/* The trial page's note. */
+export async function trialNotes() {
+  const { name, index } = route();
+  await access();
+  await notePanel(document.getElementById("note"), "/api/experiments/" + enc(name) + "/trials/" + index + "/note");
+}
+
+/* The experiments page after a delete (manage panel's redirect): what was deleted, and any files kept. */
+export async function deletedNotice() {
+  const q = new URLSearchParams(location.search);
+  if (!q.get("deleted")) return;
+  const kept = q.get("kept"), files = q.get("files");
+  const m = el("p", { id: "deleted-note", class: kept ? "error" : "muted",
+    text: "Deleted experiment " + q.get("deleted") + (files ? " and its folder " + files : "") + "." + (kept ? " Its files were kept: " + kept : "") });
+  document.querySelector("main").insertBefore(m, document.querySelector("main").firstChild);
+}
