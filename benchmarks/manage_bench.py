@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from nasctl.store import Store, queries  # noqa: E402
+from nasctl.store import Store  # noqa: E402
+from nasctl.store import manage as store_manage  # noqa: E402
 from nasctl.types import ExperimentStatus, TrialStatus  # noqa: E402
 from nasctl.web import create_app  # noqa: E402
 from tests.helpers.synthetic import add_synthetic  # noqa: E402
@@ -67,7 +68,7 @@ def notes_at_scale(tmp: Path, n: int) -> None:
     exp = add_synthetic(store, "big", 0)
     rows = [(i, {"x": i / n, "act": "relu"}, TrialStatus.COMPLETED.value,
              {"acc": (i % 997) / 997, "size": 10.0 + (i * 7919) % 1000, "lat": (i % 13) / 2}) for i in range(n)]
-    queries.import_finished_trials(store, exp.id, rows)
+    store_manage.import_finished_trials(store, exp.id, rows)
     store.set_experiment_status(exp.id, ExperimentStatus.STOPPED)
     c = TestClient(create_app(store, token=TOKEN))
     h = {"Authorization": f"Bearer {TOKEN}"}

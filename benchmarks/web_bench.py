@@ -2,7 +2,7 @@
 
     python benchmarks/web_bench.py [--trials 100000] [--db sqlite:///web_bench.db] [--repeat 5]
 
-Builds the experiment once (bulk import through `nasctl.store.queries`), then
+Builds the experiment once (bulk import through `nasctl.store.manage`), then
 calls the real FastAPI app in process (httpx through ASGI, no network) and
 prints a markdown table: median of `--repeat` calls, except "cold" rows, which
 are the first call after the store changed (the per-experiment analysis is
@@ -29,7 +29,8 @@ if str(ROOT) not in sys.path:
 from benchmarks import args as argtypes  # noqa: E402
 from nasctl.pareto import compute_front, hypervolume, pareto_mask  # noqa: E402
 from nasctl.spec import parse_spec, spec_to_dict  # noqa: E402
-from nasctl.store import Store, queries  # noqa: E402
+from nasctl.store import Store, queries, requests  # noqa: E402
+from nasctl.store import manage as store_manage  # noqa: E402
 from nasctl.types import TrialStatus  # noqa: E402
 from nasctl.web import create_app  # noqa: E402
 
@@ -72,7 +73,7 @@ def build(store: Store, n: int, seed: int = 0, name: str = "big") -> None:
         else:
             rows.append((i, params, TrialStatus.COMPLETED.value,
                          {"val_acc": float(acc[i]), "num_params": float(size[i]), "latency_ms": float(lat[i])}))
-    queries.import_finished_trials(store, exp.id, rows, "Sobol")
+    store_manage.import_finished_trials(store, exp.id, rows, "Sobol")
 
 
 def timed(client: TestClient, path: str, repeat: int) -> tuple[float, int, int, float]:
@@ -151,7 +152,7 @@ def main() -> None:
     ]:
         rows.append((label + " (cold)", *once(client, path)))
         rows.append((label, *timed(client, path, args.repeat)))
-    queries.request_stop(store, exp.id, "benchmark: one new event")
+    requests.request_stop(store, exp.id, "benchmark: one new event")
     rows.append(("GET .../changes after a new event (cold)", *once(client, base + f"/changes?since={cursor}")))
 
     spec = parse_spec(SPEC)

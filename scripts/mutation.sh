@@ -71,9 +71,9 @@ PY
 # the heartbeat check inside run(): its 4 lines, not the whole method
 BEAT=$(grep -n "if now - last_beat >= HEARTBEAT_SECONDS:" "$ROOT/nasctl/orchestration/loop.py" | cut -d: -f1)
 
-setup store '"nasctl/store/store.py"' \
+setup store '["nasctl/store/store.py", "nasctl/store/engine.py"]' \
     "tests/integration/test_store.py::test_lease tests/integration/test_store.py::test_set_work_dir_records_a_move_only_when_it_moves tests/integration/test_store.py::test_missing_sqlite_file_is_not_created_by_readers tests/unit/test_loop_resume.py::test_an_orchestrator_that_lost_its_lease_stops tests/integration/test_bad_databases.py" \
-    "$(ranges "$ROOT/nasctl/store/store.py" _check_sqlite_path _not_sqlite set_work_dir acquire_lease heartbeat release_lease)" \
+    "$(ranges "$ROOT/nasctl/store/store.py" set_work_dir acquire_lease heartbeat release_lease) + $(ranges "$ROOT/nasctl/store/engine.py" _check_sqlite_path _not_sqlite)" \
     "$SAMPLE_STORE"
 setup loop '"nasctl/orchestration/loop.py"' \
     "tests/unit/test_loop_resume.py tests/e2e/test_disk_full.py" \

@@ -23,7 +23,7 @@ from nasctl.optimizer.methods import SAASBO_INSTALL_HINT, saasbo_available
 from nasctl.orchestration.progress import ProgressSink, RunSummary
 from nasctl.sources import source_of
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
-from nasctl.store import Store, queries
+from nasctl.store import Store, requests
 from nasctl.types import ExperimentRecord, ExperimentStatus, TrialStatus
 
 if TYPE_CHECKING:
@@ -344,7 +344,7 @@ def request_stop(store: Store, name: str, cancel: bool, reason: str | None = Non
     exp = store.get_experiment(name)
     who = reason or ("by `nasctl stop" + (" --cancel`" if cancel else "`"))
     if orchestrator_alive(exp) and exp.status == ExperimentStatus.RUNNING:
-        event_id = queries.request_stop(store, exp.id, who, cancel=cancel)
+        event_id = requests.request_stop(store, exp.id, who, cancel=cancel)
         return {"experiment": name, "orchestrator": exp.lease_owner, "requested": True, "cancel": cancel,
                 "event_id": event_id}
     cancelled = []
@@ -379,7 +379,7 @@ def request_cancel(store: Store, name: str, index: int, reason: str) -> dict[str
     if t.status.is_terminal:
         raise ConflictError(f"trial {index} is {t.status.value}", "only candidate or running trials can be cancelled")
     if orchestrator_alive(exp) and exp.status == ExperimentStatus.RUNNING:
-        event_id = queries.request_cancel(store, exp.id, index, reason)
+        event_id = requests.request_cancel(store, exp.id, index, reason)
         return {"experiment": name, "trial_index": index, "requested": True, "event_id": event_id}
     if t.status == TrialStatus.RUNNING:
         spec = spec_from_dict(exp.spec)

@@ -47,7 +47,7 @@ from nasctl.orchestration.queueing import JobWatch
 from nasctl.runners.base import Runner
 from nasctl.runners.polling import ControlSettings
 from nasctl.spec import ExperimentSpec
-from nasctl.store import Store, queries
+from nasctl.store import Store, requests
 from nasctl.types import ExperimentRecord, ExperimentStatus, FailureClass, TrialRecord, TrialStatus
 
 HEARTBEAT_SECONDS = 5.0
@@ -264,9 +264,9 @@ class Orchestrator:
     # --- steps -------------------------------------------------------------------
     def _check_requests(self) -> None:
         """Stop/cancel requests recorded in the store by `nasctl stop` or the dashboard."""
-        for ev in queries.requests_after(self.store, self.exp.id, self._last_event_id):
+        for ev in requests.requests_after(self.store, self.exp.id, self._last_event_id):
             self._last_event_id = max(self._last_event_id, ev.event_id)
-            if ev.kind == queries.STOP_REQUESTED:
+            if ev.kind == requests.STOP_REQUESTED:
                 self.request_stop(f"stopped ({ev.reason})" if ev.reason else "stopped on request", ev.cancel)
             elif ev.trial_index is not None and ev.trial_index in self._running:
                 self.outcomes.cancel(self._running[ev.trial_index])

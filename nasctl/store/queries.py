@@ -1,21 +1,11 @@
-"""Read queries for dashboards and large experiments, and operator requests.
+"""Read queries for dashboards and large experiments (they write nothing).
 
-Functions here take a `Store` and use its engine; they return plain records or
-tuples, never ORM objects, like the `Store` methods. They exist so that a page
-over 100,000 trials reads one page of rows (sorted and filtered by the
-database), or only the columns a plot needs, instead of every full record.
-
-Operator requests (`request_stop`, `request_cancel`) are events in the
-experiment's audit trail. The orchestrator lives in another process; it honours
-them by reading `requests_after` at each loop step:
-
-- kind `stop_requested`, `trial_index` NULL, data `{"reason": str, "cancel": bool}`:
-  stop the experiment at the next loop step and mark it STOPPED. As on Ctrl-C or
-  SIGTERM, running trials are left running, recorded, for a later `nasctl resume`
-  to re-attach; only with `cancel` (`nasctl stop --cancel`) are their jobs
-  cancelled and they, and the candidates not yet started, marked ABANDONED.
-- kind `cancel_requested`, `trial_index` = the trial, data `{"reason": str}`:
-  cancel that trial's job and mark it ABANDONED.
+Functions here take a `Store` and read in its `session()`; they return plain
+records or tuples, never ORM objects, like the `Store` methods. They exist so
+that a page over 100,000 trials reads one page of rows (sorted and filtered by
+the database), or only the columns a plot needs, instead of every full record.
+Operator requests are in `nasctl.store.requests`; bulk imports of trials in
+`nasctl.store.manage`.
 """
 
 from __future__ import annotations
@@ -25,16 +15,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import and_, case, func, insert, or_, select
+from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from nasctl.spec import Constraint
+from nasctl.store.engine import retrying
 from nasctl.store.models import EventRow, TrialRow
-from nasctl.store.store import Store, _trial, retrying, utcnow
+from nasctl.store.store import Store, trial_record
 from nasctl.types import EventRecord, TrialRecord, TrialStatus
 
-STOP_REQUESTED = "stop_requested"
-CANCEL_REQUESTED = "cancel_requested"
 LOG_SCALE = "log_scale"
 """Event kind: the optimizer's model put objectives on (or took them off) the log
 scale; `data["metrics"]` holds the objectives on it from then on."""
@@ -89,7 +78,7 @@ def change_cursor(store: Store, experiment_id: int) -> int:
     every status change adds an event, so an unchanged cursor means nothing
     to refresh.
     """
-    with store._session() as s:  # noqa: SLF001 - queries are part of the store package
+    with store.session() as s:
         top = s.scalar(select(func.max(EventRow.id)).where(EventRow.experiment_id == experiment_id))
         return int(top or 0)
 
@@ -102,7 +91,7 @@ def changed_trial_indices(store: Store, experiment_id: int, after_id: int) -> tu
         (new cursor, trial indices named by those events, whether any event
         concerned the experiment itself, e.g. a status change).
     """
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         rows = s.execute(
             select(EventRow.id, EventRow.trial_index).where(
                 EventRow.experiment_id == experiment_id, EventRow.id > after_id
@@ -121,7 +110,7 @@ def trial_attempts(
     what running time, queue waits and GPU-hours are computed from."""
     base = select(TrialRow.index, TrialRow.status, TrialRow.attempts).where(TrialRow.experiment_id == experiment_id)
     out: list[tuple[int, str, list[dict[str, Any]]]] = []
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         if indices is None:
             return [(int(i), str(st), list(a or [])) for i, st, a in s.execute(base.order_by(TrialRow.index))]
         wanted = sorted(set(indices))
@@ -138,7 +127,7 @@ def trial_points(
     """(index, status, values) of every trial (or of the given ones), in index order:
     what plots need, nothing more."""
     base = select(TrialRow.index, TrialRow.status, TrialRow.values).where(TrialRow.experiment_id == experiment_id)
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         if indices is None:
             return [(int(i), str(st), dict(v or {})) for i, st, v in s.execute(base.order_by(TrialRow.index))]
         wanted = sorted(set(indices))
@@ -154,7 +143,7 @@ def change_cursors(store: Store, experiment_ids: Iterable[int]) -> dict[int, int
     """`change_cursor` of many experiments in one query (0 for one without events)."""
     ids = sorted(set(experiment_ids))
     out = dict.fromkeys(ids, 0)
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         for start in range(0, len(ids), 900):
             q = (select(EventRow.experiment_id, func.max(EventRow.id))
                  .where(EventRow.experiment_id.in_(ids[start : start + 900])).group_by(EventRow.experiment_id))
@@ -177,7 +166,7 @@ def changes_after(store: Store, cursors: dict[int, int]) -> dict[int, Changes]:
     experiment id -> cursor in `cursors`, the events after that cursor."""
     out = {e: Changes(c, set(), None) for e, c in cursors.items()}
     items = sorted(cursors.items())
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         for start in range(0, len(items), 200):
             cond = or_(*[and_(EventRow.experiment_id == e, EventRow.id > c) for e, c in items[start : start + 200]])
             q = select(EventRow.experiment_id, EventRow.id, EventRow.trial_index, EventRow.kind, EventRow.data).where(cond)
@@ -205,7 +194,7 @@ def trial_points_many(
         for start in range(0, len(idx), 900):
             conds.append(and_(TrialRow.experiment_id == e, TrialRow.index.in_(idx[start : start + 900])))
     cols = select(TrialRow.experiment_id, TrialRow.index, TrialRow.status, TrialRow.values)
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         for start in range(0, len(conds), 100):
             q = cols.where(or_(*conds[start : start + 100])).order_by(TrialRow.experiment_id, TrialRow.index)
             for e, i, st, v in s.execute(q):
@@ -220,7 +209,7 @@ def log_scale_metrics_many(store: Store, experiment_ids: Iterable[int]) -> dict[
     out: dict[int, list[str]] = {e: [] for e in ids}
     if not ids:
         return out
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         latest = (select(func.max(EventRow.id)).where(EventRow.experiment_id.in_(ids), EventRow.kind == LOG_SCALE)
                   .group_by(EventRow.experiment_id))
         for e, data in s.execute(select(EventRow.experiment_id, EventRow.data).where(EventRow.id.in_(latest))):
@@ -231,7 +220,7 @@ def log_scale_metrics_many(store: Store, experiment_ids: Iterable[int]) -> dict[
 def trial_fidelities(store: Store, experiment_id: int) -> dict[int, float | None]:
     """Each trial's fidelity (multi-fidelity search; None elsewhere), by trial index."""
     q = select(TrialRow.index, TrialRow.fidelity).where(TrialRow.experiment_id == experiment_id)
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         return {int(i): (None if f is None else float(f)) for i, f in s.execute(q)}
 
 
@@ -240,7 +229,7 @@ def trial_parameters(store: Store, experiment_id: int, indices: Iterable[int]) -
     """Parameters of the given trials, by trial index (missing indices are left out)."""
     wanted = sorted(set(indices))
     out: dict[int, dict[str, Any]] = {}
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         for start in range(0, len(wanted), 900):
             chunk = wanted[start : start + 900]
             q = select(TrialRow.index, TrialRow.parameters).where(
@@ -256,7 +245,7 @@ def trials_by_index(store: Store, experiment_id: int, indices: Iterable[int]) ->
     """Full records of the given trials, in index order (missing indices are left out)."""
     wanted = sorted(set(indices))
     out: list[TrialRecord] = []
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         for start in range(0, len(wanted), 900):
             chunk = wanted[start : start + 900]
             q = (
@@ -264,7 +253,7 @@ def trials_by_index(store: Store, experiment_id: int, indices: Iterable[int]) ->
                 .where(TrialRow.experiment_id == experiment_id, TrialRow.index.in_(chunk))
                 .order_by(TrialRow.index)
             )
-            out.extend(_trial(r) for r in s.scalars(q))
+            out.extend(trial_record(r) for r in s.scalars(q))
     return out
 
 
@@ -321,78 +310,16 @@ def page_trials(
         key = _json_field(TrialRow.parameters, sort.field, sort.numeric)
     # (key IS NULL) first keeps missing values last on every backend (MySQL has no NULLS LAST)
     order = [case((key.is_(None), 1), else_=0), key.desc() if sort.descending else key.asc(), TrialRow.index.asc()]
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         total = int(s.scalar(select(func.count(TrialRow.id)).where(*conds)) or 0)
         q = select(TrialRow).where(*conds).order_by(*order).offset(offset).limit(limit)
-        return TrialPage(total, [_trial(r) for r in s.scalars(q)])
-
-
-@retrying
-def request_stop(store: Store, experiment_id: int, reason: str, cancel: bool = False) -> int:
-    """Record a request to stop the experiment (kind `stop_requested`). Returns the event id.
-
-    The orchestrator stops at its next loop step; running trials keep running
-    (a later `nasctl resume` re-attaches them) unless `cancel`, which cancels
-    them. Idempotent in effect: it stops once however many requests it finds.
-    """
-    what = "stop (cancel running trials)" if cancel else "stop"
-    return _request(store, experiment_id, STOP_REQUESTED, f"{what} requested: {reason}", None, reason, cancel)
-
-
-@retrying
-def request_cancel(store: Store, experiment_id: int, trial_index: int, reason: str) -> int:
-    """Record a request to cancel one trial (kind `cancel_requested`). Returns the event id.
-
-    Raises:
-        NotFoundError: the experiment has no such trial.
-    """
-    store.get_trial(experiment_id, trial_index)
-    return _request(
-        store, experiment_id, CANCEL_REQUESTED, f"cancel of trial {trial_index} requested: {reason}", trial_index, reason
-    )
-
-
-def _request(store: Store, experiment_id: int, kind: str, message: str, trial_index: int | None, reason: str,
-             cancel: bool = False) -> int:
-    with store._session() as s:  # noqa: SLF001
-        row = EventRow(
-            experiment_id=experiment_id,
-            trial_index=trial_index,
-            time=utcnow(),
-            kind=kind,
-            message=message,
-            data={"reason": reason, "cancel": cancel},
-        )
-        s.add(row)
-        s.flush()
-        return int(row.id)
-
-
-@dataclass(frozen=True)
-class OperatorRequest:
-    """A stop or cancel request read back from the events table."""
-
-    event_id: int
-    kind: str
-    trial_index: int | None
-    reason: str
-    cancel: bool = False
-
-
-def requests_after(store: Store, experiment_id: int, after_id: int = 0) -> list[OperatorRequest]:
-    """Stop and cancel requests recorded after event `after_id`, oldest first (for the orchestrator)."""
-    events = store.events(experiment_id, after_id, limit=10_000, kinds=(STOP_REQUESTED, CANCEL_REQUESTED))
-    return [
-        OperatorRequest(e.id, e.kind, e.trial_index, str((e.data or {}).get("reason", "")),
-                        bool((e.data or {}).get("cancel", False)))
-        for e in events
-    ]
+        return TrialPage(total, [trial_record(r) for r in s.scalars(q)])
 
 
 @retrying
 def trial_events(store: Store, experiment_id: int, trial_index: int, limit: int = 1000) -> list[EventRecord]:
     """The events of one trial (its status timeline), oldest first."""
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         q = (
             select(EventRow)
             .where(EventRow.experiment_id == experiment_id, EventRow.trial_index == trial_index)
@@ -420,7 +347,7 @@ def trial_columns(
     base = select(TrialRow.index, TrialRow.parameters, TrialRow.ended_at).where(
         TrialRow.experiment_id == experiment_id
     )
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         if indices is None:
             return [(int(i), dict(p or {}), e) for i, p, e in s.execute(base.order_by(TrialRow.index))]
         wanted = sorted(set(indices))
@@ -432,52 +359,9 @@ def trial_columns(
 
 
 @retrying
-def import_finished_trials(
-    store: Store,
-    experiment_id: int,
-    trials: Sequence[tuple[int, dict[str, Any], str, dict[str, float]]],
-    generation_method: str = "imported",
-) -> int:
-    """Insert finished trials in bulk: (index, parameters, status, values) each.
-
-    For importing results produced elsewhere and for scale benchmarks: one
-    transaction per call, with the same three events per trial (candidate,
-    submitted, finished) the loop records, so the dashboard's change cursor and
-    timelines see them. Returns the number of trials inserted.
-
-    Raises:
-        ValueError: a status that is not terminal.
-    """
-    now = utcnow()
-    trial_rows: list[dict[str, Any]] = []
-    event_rows: list[dict[str, Any]] = []
-    for index, params, status, values in trials:
-        if not TrialStatus(status).is_terminal:
-            raise ValueError(f"trial {index}: status {status} is not terminal")
-        trial_rows.append(
-            {
-                "experiment_id": experiment_id, "index": index, "parameters": params, "status": status,
-                "generation_method": generation_method, "runner_metadata": {}, "reader_state": {},
-                "values": values, "created_at": now, "started_at": now, "ended_at": now,
-            }
-        )
-        for kind, msg in (("candidate", "proposed"), ("submitted", "imported"), ("finished", status.lower())):
-            event_rows.append(
-                {"experiment_id": experiment_id, "trial_index": index, "time": now, "kind": kind,
-                 "message": f"trial {index} {msg}"}
-            )
-    with store._session() as s:  # noqa: SLF001
-        for start in range(0, len(trial_rows), 5000):
-            s.execute(insert(TrialRow), trial_rows[start : start + 5000])
-        for start in range(0, len(event_rows), 5000):
-            s.execute(insert(EventRow), event_rows[start : start + 5000])
-    return len(trial_rows)
-
-
-@retrying
 def latest_events(store: Store, experiment_id: int, limit: int = 200) -> list[EventRecord]:
     """The experiment's `limit` most recent events, oldest first."""
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         q = select(EventRow).where(EventRow.experiment_id == experiment_id).order_by(EventRow.id.desc()).limit(limit)
         rows = list(s.scalars(q))
         return [EventRecord(r.id, r.experiment_id, r.time, r.kind, r.message, r.trial_index) for r in reversed(rows)]
@@ -497,7 +381,7 @@ def completed_durations(store: Store, experiment_ids: Iterable[int]) -> list[flo
     ids = list(experiment_ids)
     if not ids:
         return []
-    with store._session() as s:  # noqa: SLF001
+    with store.session() as s:
         rows = s.execute(
             select(TrialRow.started_at, TrialRow.ended_at).where(
                 TrialRow.experiment_id.in_(ids), TrialRow.status == TrialStatus.COMPLETED.value,

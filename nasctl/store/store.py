@@ -1,39 +1,32 @@
 """The SQL store: the source of truth for experiments, trials, observations and events.
 
 Every public method opens a short transaction and returns plain records from
-`nasctl.types`, so callers never hold ORM objects or sessions.
+`nasctl.types`, so callers never hold ORM objects or sessions. Connecting,
+retrying and telling transient errors apart live in `nasctl.store.engine`; the
+store package's query modules (queries, requests, manage) run their own
+statements in `Store.session()` and convert rows with `experiment_record` and
+`trial_record`.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import math
-import os
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Iterator, TypeVar, cast
+from typing import Any, Iterator, cast
 
-from sqlalchemy import Column, Select, Table, bindparam, create_engine, delete, event, func, insert, select, update
-from sqlalchemy.engine import Connection, CursorResult, Engine, Result, make_url
-from sqlalchemy.exc import (
-    ArgumentError,
-    DBAPIError,
-    IntegrityError,
-    NoSuchModuleError,
-    OperationalError,
-    SQLAlchemyError,
-)
+from sqlalchemy import Column, Select, Table, bindparam, delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.dml import Update
 
-from nasctl.errors import AlreadyExistsError, BadInputError, LeaseError, NotFoundError, StorageError
+from nasctl.errors import AlreadyExistsError, LeaseError, NotFoundError
 from nasctl.leases import IsAlive, LeaseOwner, lease_stale, utcnow
 from nasctl.store import devices as device_sql
-from nasctl.store import migrate
+from nasctl.store.engine import RETRY_SECONDS, connect, deadlocked, retrying, rowcount
 from nasctl.store.models import EventRow, ExperimentRow, ObservationRow, ServiceLeaseRow, TrialRow
 from nasctl.types import (
     DeviceLease,
@@ -46,158 +39,6 @@ from nasctl.types import (
     TrialRecord,
     TrialStatus,
 )
-
-DEFAULT_URL = "sqlite:///nasctl.db"
-RETRY_SECONDS = float(os.environ.get("NASCTL_DB_RETRY_SECONDS", "120"))
-log = logging.getLogger(__name__)
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-_DROPPED = ("terminat", "server closed", "gone away", "lost connection")
-"""What drivers say when a connection that was there went away."""
-_UNAVAILABLE = ("locked", "busy", "connection", "lost", "refused", "shutting down", "starting up", "recovery")
-"""What they say when the database is busy or not (yet) reachable."""
-
-
-def _says(e: BaseException, words: tuple[str, ...]) -> bool:
-    return isinstance(e, OperationalError) and any(w in str(e.orig).lower() for w in words)
-
-
-def _dropped(e: BaseException) -> bool:
-    """A connection that was there and went away (not one that never came up)."""
-    return (isinstance(e, DBAPIError) and e.connection_invalidated) or _says(e, _DROPPED)
-
-
-def _transient(e: BaseException) -> bool:
-    """A lost connection or a busy database: worth retrying."""
-    return _dropped(e) or _says(e, _UNAVAILABLE)
-
-
-OPEN_RETRY_SECONDS = 15.0
-"""How long opening a database keeps retrying after a dropped connection."""
-
-
-def _first_line(e: DBAPIError) -> str:
-    return str(e.orig).strip().splitlines()[0]
-
-
-def _with_backoff(
-    store: Store, call: Callable[[], Any], *, errors: tuple[type[DBAPIError], ...], worth_retry: Callable[[BaseException], bool],
-    seconds: float, cap: float, what: str, failure: Callable[[DBAPIError], StorageError],
-) -> Any:
-    """Call `call`; while it raises one of `errors` that is `worth_retry`, dispose of the
-    store's pooled connections and try again after 0.2 s, doubling up to `cap`, for up to
-    `seconds`. Any other error, or one past the deadline, becomes `failure(e)`."""
-    delay, deadline = 0.2, time.monotonic() + seconds
-    while True:
-        try:
-            return call()
-        except errors as e:
-            if not worth_retry(e) or time.monotonic() + delay > deadline:
-                raise failure(e) from e
-            log.warning("%s (%s); retrying in %.1fs", what, str(e.orig).strip()[:80], delay)
-            store.engine.dispose()
-            time.sleep(delay)
-            delay = min(delay * 2, cap)
-
-
-def retrying(fn: F) -> F:
-    """Retry a store operation with exponential backoff while the database is
-    unreachable (restart, dropped connection, lock), for up to RETRY_SECONDS.
-    Each operation is one transaction, so a retry never half-applies it.
-    Wraps Store methods and module functions whose first argument is the Store
-    (nasctl.store.queries): every database access goes through it."""
-
-    @functools.wraps(fn)
-    def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
-        return _with_backoff(
-            self, lambda: fn(self, *args, **kwargs), errors=(OperationalError, DBAPIError), worth_retry=_transient,
-            seconds=self.retry_seconds, cap=10.0, what="database unavailable",
-            failure=lambda e: StorageError(
-                f"database {self.display_url} failed: {_first_line(e)}",
-                "check that the database is reachable; nothing was lost, resume with `nasctl resume NAME`",
-            ),
-        )
-
-    return cast(F, wrapper)
-
-
-def rowcount(result: Result[Any]) -> int:
-    """How many rows an UPDATE or DELETE run through `Session.execute` matched.
-
-    SQLAlchemy types `Session.execute` as returning a `Result`; for those statements
-    it returns a `CursorResult`, the class that has `rowcount`.
-    """
-    return cast("CursorResult[Any]", result).rowcount
-
-
-def resolve_url(url: str | None) -> str:
-    """`--db`, else `NASCTL_DB`, else the embedded SQLite default."""
-    return url or os.environ.get("NASCTL_DB") or DEFAULT_URL
-
-
-def _redact(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
-
-
-def _check_sqlite_path(p: Path, create: bool) -> None:
-    """Refuse an SQLite path that cannot work before anything is opened or created:
-    a missing file (unless `create`), a missing or read-only folder, a read-only
-    file, a folder in place of the file.
-
-    SQLite writes `-wal` and `-shm` files beside the database even to read it, so
-    a read-only folder is refused like a read-only file.
-    """
-    shown = p.resolve()
-    if not p.exists() and not create:
-        raise NotFoundError(
-            f"no nasctl database at {shown}",
-            "start an experiment with `nasctl run SPEC.yaml`, or pass --db / NASCTL_DB",
-        )
-    folder = shown.parent
-    if not folder.is_dir():
-        raise BadInputError(
-            f"the folder {folder} for the database {shown.name} does not exist",
-            f"create it first (mkdir -p {folder}) or pass another --db path",
-        )
-    if p.is_dir():
-        raise BadInputError(f"--db {shown} is a folder, not a database file",
-                            f"pass a file name, e.g. sqlite:///{shown / 'nasctl.db'}")
-    if p.exists() and not os.access(p, os.R_OK | os.W_OK):
-        raise BadInputError(
-            f"the database file {shown} is read-only",
-            "make it writable, or copy it somewhere writable and pass --db sqlite:///COPY",
-        )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise BadInputError(
-            f"the folder {folder} of the database {shown.name} is read-only "
-            "(SQLite keeps its -wal and -shm files beside the database)",
-            "make it writable, or copy the database somewhere writable and pass --db sqlite:///COPY",
-        )
-
-
-_NOT_SQLITE = ("file is not a database", "file is encrypted or is not a database", "disk image is malformed")
-
-
-def _not_sqlite(e: BaseException | None) -> bool:
-    """SQLite read a file whose content is not an SQLite database (or a damaged one)."""
-    return isinstance(e, DBAPIError) and any(w in str(e.orig).lower() for w in _NOT_SQLITE)
-
-
-def _set_sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    # the wait for a lock first: switching a database to WAL takes a lock, and another
-    # process opening it, or running a transaction on a database not yet in WAL mode,
-    # would otherwise fail it after sqlite3's own 5 s
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.close()
-
 
 # The write paths of a trial's life (add_trial, mark_trial_running,
 # add_observations, finish_trial) run once or more per trial, so they use Core
@@ -303,100 +144,27 @@ class Store:
     ) -> None:
         initialize = create if initialize is None else initialize
         self.retry_seconds = RETRY_SECONDS if retry_seconds is None else retry_seconds
-        self.url = resolve_url(url)
-        self.display_url = _redact(self.url)
-        try:
-            parsed = make_url(self.url)
-        except ArgumentError:
-            raise BadInputError(
-                f"--db {self.url!r} is not a database URL",
-                "use e.g. sqlite:///nasctl.db or postgresql+psycopg://user@host/db",
-            ) from None
-        self.is_sqlite = parsed.get_backend_name() == "sqlite"
-        if self.is_sqlite:
-            path = parsed.database
-            if path and path != ":memory:":
-                p = Path(path)
-                _check_sqlite_path(p, create)
-                self.path: Path | None = p.resolve()
-                self.display_url = f"sqlite:///{self.path}"
-            else:
-                self.path = None
-        else:
-            self.path = None
-        try:
-            kwargs: dict[str, Any] = {"future": True}
-            if not self.is_sqlite:
-                kwargs["pool_pre_ping"] = True
-            self.engine: Engine = create_engine(self.url, **kwargs)
-        except (NoSuchModuleError, ModuleNotFoundError, ImportError) as e:
-            raise BadInputError(
-                f"--db {self.display_url}: no driver for this database ({e})",
-                "install the driver (e.g. pip install 'psycopg[binary]') or use sqlite:///nasctl.db",
-            ) from None
-        if self.is_sqlite:
-            event.listen(self.engine, "connect", _set_sqlite_pragmas)
+        db = connect(url, create=create, check=check, initialize=initialize, retry_seconds=self.retry_seconds)
+        self.url, self.display_url, self.engine, self.is_sqlite, self.path = (
+            db.url, db.display_url, db.engine, db.is_sqlite, db.path)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        # a connection dropped while opening (server restart, an administrator ending
-        # sessions) is worth another try; a server that is not there, a wrong URL or
-        # wrong credentials is not: say so at once
-        try:
-            self._open_with_backoff(initialize, check)
-        except (StorageError, DBAPIError) as e:
-            cause = e if isinstance(e, DBAPIError) else e.__cause__
-            if self.path is not None and isinstance(cause, DBAPIError) and _not_sqlite(cause):
-                raise BadInputError(
-                    f"{self.path} is not a SQLite database ({_first_line(cause)}); it was left untouched",
-                    "pass --db with a nasctl database, or a new file name to start one",
-                ) from None
-            raise
-
-    def _open_with_backoff(self, initialize: bool, check: bool) -> None:
-        _with_backoff(
-            self, lambda: self._open(initialize, check), errors=(OperationalError,), worth_retry=_dropped,
-            seconds=min(self.retry_seconds, OPEN_RETRY_SECONDS), cap=2.0,
-            what="database connection dropped while opening",
-            failure=lambda e: StorageError(
-                f"cannot open database {self.display_url}: {_first_line(e)}",
-                "check that the server runs and the URL is right",
-            ),
-        )
-
-    def _open(self, initialize: bool, check: bool) -> None:
-        """Create the schema in an empty database, or check the existing one's revision.
-        Either way the database is read once here, so a file that is not one is refused at once."""
-        empty = migrate.is_empty(self.engine)
-        if initialize and empty:
-            try:
-                migrate.upgrade(self.engine)
-            except StorageError as e:
-                cause = e.__cause__
-                if isinstance(cause, OperationalError) and _dropped(cause):
-                    # the connection went away mid-migration: if nothing was written (always
-                    # on PostgreSQL and SQLite, where it is one transaction; on MySQL only
-                    # before its first DDL), `_open_with_backoff` tries again
-                    self.engine.dispose()
-                    if migrate.is_empty(self.engine):
-                        raise cause from None
-                raise
-        elif check:
-            if empty:
-                raise NotFoundError(
-                    f"database {self.display_url} holds no nasctl data",
-                    f"start an experiment with `nasctl run SPEC.yaml --db {self.display_url}` "
-                    f"or initialise it with `nasctl db upgrade --db {self.display_url}`",
-                )
-            migrate.check_revision(self.engine, self.display_url)
 
     def close(self) -> None:
         self.engine.dispose()
 
     @contextmanager
-    def _session(self) -> Iterator[Session]:
+    def session(self) -> Iterator[Session]:
+        """One transaction on an ORM session: committed on exit, rolled back on error.
+
+        The store package's way for its query modules (queries, requests, manage)
+        to read and write in one transaction; run it inside a `retrying` function
+        so that a dropped connection is retried. Code outside nasctl.store calls
+        the Store's methods and those modules' functions instead.
+        """
         with self._sessions.begin() as s:
             yield s
 
-    def _lock_before_read(self, s: Session, noop_update: Update) -> None:
+    def lock_before_read(self, s: Session, noop_update: Update) -> None:
         """On SQLite, take the database's write lock before a read that decides a write.
 
         pysqlite begins a transaction only before a write, so a read on its own
@@ -432,11 +200,11 @@ class Store:
             lease_heartbeat=now if owner else None,
         )
         try:
-            with self._session() as s:
+            with self.session() as s:
                 s.add(row)
                 s.flush()
                 s.add(EventRow(experiment_id=row.id, time=now, kind="created", message=f"experiment {name} created"))
-                return _experiment(row)
+                return experiment_record(row)
         except IntegrityError:
             raise AlreadyExistsError(
                 f"experiment {name!r} already exists in {self.display_url}",
@@ -445,18 +213,18 @@ class Store:
 
     @retrying
     def get_experiment(self, name: str) -> ExperimentRecord:
-        with self._session() as s:
+        with self.session() as s:
             row = s.scalar(select(ExperimentRow).where(ExperimentRow.name == name))
             if row is None:
                 known = s.scalars(select(ExperimentRow.name).order_by(ExperimentRow.id.desc()).limit(5)).all()
                 hint = f"known experiments: {', '.join(known)}" if known else "this database has no experiments yet"
                 raise NotFoundError(f"no experiment named {name!r} in {self.display_url}", f"{hint}; see `nasctl ls`")
-            return _experiment(row)
+            return experiment_record(row)
 
     @retrying
     def list_experiments(self) -> list[tuple[ExperimentRecord, dict[str, int]]]:
         """Every experiment with its trial counts by status, newest first."""
-        with self._session() as s:
+        with self.session() as s:
             rows = s.scalars(select(ExperimentRow).order_by(ExperimentRow.id.desc())).all()
             counts: dict[int, dict[str, int]] = {r.id: {} for r in rows}
             q = select(TrialRow.experiment_id, TrialRow.status, func.count()).group_by(
@@ -464,7 +232,7 @@ class Store:
             )
             for exp_id, status, n in s.execute(q):
                 counts.setdefault(exp_id, {})[status] = n
-            return [(_experiment(r), counts[r.id]) for r in rows]
+            return [(experiment_record(r), counts[r.id]) for r in rows]
 
     @retrying
     def set_experiment_status(self, experiment_id: int, status: ExperimentStatus, reason: str | None = None,
@@ -473,7 +241,7 @@ class Store:
         that owner holds the experiment's lease: an orchestrator whose lease another one
         took over does not overwrite what the new one drives. Returns whether it was set."""
         now = utcnow()
-        with self._session() as s:
+        with self.session() as s:
             q = update(ExperimentRow).where(ExperimentRow.id == experiment_id)
             if owner is not None:
                 q = q.where(ExperimentRow.lease_owner == owner)
@@ -490,7 +258,7 @@ class Store:
         drove, for the next service to take over); False, and nothing changed, when it
         is no longer STOPPED (it completed, failed or was resumed meanwhile)."""
         now = utcnow()
-        with self._session() as s:
+        with self.session() as s:
             res = s.execute(update(ExperimentRow)
                             .where(ExperimentRow.id == experiment_id,
                                    ExperimentRow.status == ExperimentStatus.STOPPED.value)
@@ -505,7 +273,7 @@ class Store:
     def set_work_dir(self, experiment_id: int, work_dir: str) -> bool:
         """Move where new trials of the experiment put their files, with a `moved`
         event; True if it moved, False (and no event) if it already was `work_dir`."""
-        with self._session() as s:
+        with self.session() as s:
             res = s.execute(update(ExperimentRow)
                             .where(ExperimentRow.id == experiment_id, ExperimentRow.work_dir != work_dir)
                             .values(work_dir=work_dir, updated_at=utcnow()))
@@ -529,8 +297,8 @@ class Store:
             NotFoundError: the experiment has been removed.
         """
         now = utcnow()
-        with self._session() as s:
-            self._lock_before_read(s, update(ExperimentRow).where(ExperimentRow.id == experiment_id)
+        with self.session() as s:
+            self.lock_before_read(s, update(ExperimentRow).where(ExperimentRow.id == experiment_id)
                                    .values(lease_owner=ExperimentRow.lease_owner))
             row = s.get(ExperimentRow, experiment_id, with_for_update=not self.is_sqlite)
             if row is None:  # removed (`nasctl rm`) since the caller read it
@@ -552,7 +320,7 @@ class Store:
     @retrying
     def heartbeat(self, experiment_id: int, owner: str) -> bool:
         """Renew the lease; False if `owner` no longer holds it (it was taken over)."""
-        with self._session() as s:
+        with self.session() as s:
             res = s.execute(
                 update(ExperimentRow)
                 .where(ExperimentRow.id == experiment_id, ExperimentRow.lease_owner == owner)
@@ -562,7 +330,7 @@ class Store:
 
     @retrying
     def release_lease(self, experiment_id: int, owner: str) -> None:
-        with self._session() as s:
+        with self.session() as s:
             s.execute(
                 update(ExperimentRow)
                 .where(ExperimentRow.id == experiment_id, ExperimentRow.lease_owner == owner)
@@ -590,15 +358,15 @@ class Store:
             # PostgreSQL no lock covers a row that is not there yet (the second
             # insert is a duplicate), on MySQL the two gap locks deadlock and one
             # transaction is rolled back. Decide again, against its row.
-            if isinstance(e, OperationalError) and not _says(e, ("deadlock",)):
+            if isinstance(e, OperationalError) and not deadlocked(e):
                 raise
             return self._take_service_lease(owner, url, stale_after, is_alive)
 
     def _take_service_lease(self, owner: str, url: str | None, stale_after: float,
                             is_alive: IsAlive) -> str | None:
         now = utcnow()
-        with self._session() as s:
-            self._lock_before_read(s, update(ServiceLeaseRow).where(ServiceLeaseRow.name == "service")
+        with self.session() as s:
+            self.lock_before_read(s, update(ServiceLeaseRow).where(ServiceLeaseRow.name == "service")
                                    .values(owner=ServiceLeaseRow.owner))
             row = s.get(ServiceLeaseRow, "service", with_for_update=not self.is_sqlite)
             if row is None:
@@ -619,20 +387,20 @@ class Store:
     @retrying
     def service_heartbeat(self, owner: str) -> bool:
         """Renew the service's lease; False if another service has taken it."""
-        with self._session() as s:
+        with self.session() as s:
             res = s.execute(update(ServiceLeaseRow).where(ServiceLeaseRow.name == "service",
                                                           ServiceLeaseRow.owner == owner).values(heartbeat=utcnow()))
             return bool(rowcount(res))
 
     @retrying
     def release_service_lease(self, owner: str) -> None:
-        with self._session() as s:
+        with self.session() as s:
             s.execute(delete(ServiceLeaseRow).where(ServiceLeaseRow.name == "service",
                                                     ServiceLeaseRow.owner == owner))
 
     @retrying
     def service_lease(self) -> ServiceLease | None:
-        with self._session() as s:
+        with self.session() as s:
             row = s.get(ServiceLeaseRow, "service")
             return None if row is None else ServiceLease(row.owner, row.heartbeat, row.url)
 
@@ -684,12 +452,12 @@ class Store:
         except IntegrityError:
             # A retry after a lost connection whose commit had gone through: the
             # same trial is already there. Anything else is a real conflict.
-            with self._session() as s:
+            with self.session() as s:
                 existing = s.scalar(
                     select(TrialRow).where(TrialRow.experiment_id == experiment_id, TrialRow.index == index)
                 )
                 if existing is not None and existing.parameters == parameters:
-                    return _trial(existing)
+                    return trial_record(existing)
             raise
 
     @retrying
@@ -845,36 +613,36 @@ class Store:
 
     @retrying
     def save_reader_state(self, trial_id: int, state: dict[str, Any]) -> None:
-        with self._session() as s:
+        with self.session() as s:
             s.execute(update(TrialRow).where(TrialRow.id == trial_id).values(reader_state=state))
 
     @retrying
     def list_trials(
         self, experiment_id: int, statuses: Iterable[TrialStatus] | None = None
     ) -> list[TrialRecord]:
-        with self._session() as s:
+        with self.session() as s:
             q = select(TrialRow).where(TrialRow.experiment_id == experiment_id)
             if statuses is not None:
                 q = q.where(TrialRow.status.in_([st.value for st in statuses]))
-            return [_trial(r) for r in s.scalars(q.order_by(TrialRow.index))]
+            return [trial_record(r) for r in s.scalars(q.order_by(TrialRow.index))]
 
     @retrying
     def get_trial(self, experiment_id: int, index: int) -> TrialRecord:
-        with self._session() as s:
+        with self.session() as s:
             row = s.scalar(select(TrialRow).where(TrialRow.experiment_id == experiment_id, TrialRow.index == index))
             if row is None:
                 raise NotFoundError(f"no trial {index} in this experiment", "see `nasctl trials NAME`")
-            return _trial(row)
+            return trial_record(row)
 
     @retrying
     def next_trial_index(self, experiment_id: int) -> int:
-        with self._session() as s:
+        with self.session() as s:
             top = s.scalar(select(func.max(TrialRow.index)).where(TrialRow.experiment_id == experiment_id))
             return 0 if top is None else int(top) + 1
 
     @retrying
     def reader_state(self, trial_id: int) -> dict[str, Any]:
-        with self._session() as s:
+        with self.session() as s:
             row = s.get(TrialRow, trial_id)
             return dict(row.reader_state or {}) if row else {}
 
@@ -894,7 +662,7 @@ class Store:
 
     @retrying
     def observations(self, trial_id: int, metric: str | None = None) -> list[Observation]:
-        with self._session() as s:
+        with self.session() as s:
             q = select(ObservationRow).where(ObservationRow.trial_id == trial_id)
             if metric is not None:
                 q = q.where(ObservationRow.metric == metric)
@@ -905,7 +673,7 @@ class Store:
 
     @retrying
     def count_observations(self, experiment_id: int) -> int:
-        with self._session() as s:
+        with self.session() as s:
             return int(
                 s.scalar(
                     select(func.count(ObservationRow.id))
@@ -919,7 +687,7 @@ class Store:
     @retrying
     def add_event(self, experiment_id: int, kind: str, message: str, trial_index: int | None = None,
                   data: dict[str, Any] | None = None) -> None:
-        with self._session() as s:
+        with self.session() as s:
             s.add(EventRow(experiment_id=experiment_id, trial_index=trial_index, time=utcnow(), kind=kind,
                            message=message, data=data))
 
@@ -929,7 +697,7 @@ class Store:
         kinds: Sequence[str] | None = None, newest: bool = False,
     ) -> list[EventRecord]:
         """Events after `after_id` in id order (or the newest first with `newest`)."""
-        with self._session() as s:
+        with self.session() as s:
             q = select(EventRow).where(EventRow.experiment_id == experiment_id, EventRow.id > after_id)
             if kinds is not None:
                 q = q.where(EventRow.kind.in_(list(kinds)))
@@ -944,7 +712,8 @@ def _pid_text(owner: LeaseOwner) -> str:
     return "?" if owner.pid is None else str(owner.pid)
 
 
-def _experiment(r: ExperimentRow) -> ExperimentRecord:
+def experiment_record(r: ExperimentRow) -> ExperimentRecord:
+    """A record from an ORM row (for the store package's query modules too)."""
     return ExperimentRecord(
         id=r.id,
         name=r.name,
@@ -989,9 +758,10 @@ def _trial_from(m: Mapping[str, Any]) -> TrialRecord:
     )
 
 
-def _trial(r: TrialRow) -> TrialRecord:
-    """A record from an ORM row (the ORM's attributes are named after the columns)."""
+def trial_record(r: TrialRow) -> TrialRecord:
+    """A record from an ORM row (the ORM's attributes are named after the columns;
+    for the store package's query modules too)."""
     return _trial_from({name: getattr(r, name) for name in _RECORD_COLUMNS})
 
 
-__all__ = ["Store", "resolve_url", "utcnow", "DEFAULT_URL", "SQLAlchemyError"]
+__all__ = ["Store", "experiment_record", "trial_record", "utcnow"]

@@ -22,7 +22,7 @@ from nasctl.errors import BadInputError, ConflictError, NasctlError, NotFoundErr
 from nasctl.spec import ChoiceParameter, spec_from_dict
 from nasctl.store import Store
 from nasctl.store import manage as store_manage
-from nasctl.store import queries
+from nasctl.store import queries, requests
 from nasctl.types import TrialStatus
 from nasctl.orchestration import control, views
 from nasctl.web import logs, serializers
@@ -379,7 +379,7 @@ def stop(
     reason = _reason(body, "requested from the dashboard")
     cancel = bool((body or {}).get("cancel", False)) if isinstance(body, dict) else False
     done = control.request_stop(st.store, name, cancel, reason=reason)
-    return {"kind": queries.STOP_REQUESTED if done["requested"] else "stopped", "event_id": done.get("event_id"),
+    return {"kind": requests.STOP_REQUESTED if done["requested"] else "stopped", "event_id": done.get("event_id"),
             "experiment": name, "requested": done["requested"], "cancelled": done.get("cancelled", [])}
 
 
@@ -398,7 +398,7 @@ def cancel(
     st = state(request)
     reason = _reason(body, "requested from the dashboard")
     done = control.request_cancel(st.store, name, index, reason)
-    return {"kind": queries.CANCEL_REQUESTED if done["requested"] else "cancelled", "event_id": done["event_id"],
+    return {"kind": requests.CANCEL_REQUESTED if done["requested"] else "cancelled", "event_id": done["event_id"],
             "experiment": name, "trial_index": index, "requested": done["requested"]}
 
 

@@ -114,7 +114,7 @@ def test_stop_cancel_with_live_orchestrator(tmp_path: Path) -> None:
 
 def test_cancel_one_trial_on_request(tmp_path: Path) -> None:
     """What the dashboard's "cancel trial" records: the loop cancels that trial only."""
-    from nasctl.store import queries
+    from nasctl.store import requests
 
     name = "cancelone"
     spec, db = write_spec(tmp_path, name, max_trials=3), f"sqlite:///{tmp_path}/o.db"
@@ -124,7 +124,7 @@ def test_cancel_one_trial_on_request(tmp_path: Path) -> None:
     wait_running(db, name, 2, proc, hold)
     store = Store(db)
     exp = store.get_experiment(name)
-    queries.request_cancel(store, exp.id, 0, "not promising")
+    requests.request_cancel(store, exp.id, 0, "not promising")
     deadline = time.monotonic() + 30
     while store.get_trial(exp.id, 0).status != TrialStatus.ABANDONED:
         assert time.monotonic() < deadline, "the cancel request was not honoured"

@@ -14,7 +14,7 @@ from nasctl.orchestration.devices import choose_devices
 from nasctl.runners.devices import DeviceInventory
 from nasctl.server.supervisor import Supervisor
 from nasctl.spec import parse_spec, spec_to_dict
-from nasctl.store import Store, queries
+from nasctl.store import Store, requests
 from nasctl.types import ExperimentStatus, TrialStatus
 from nasctl.web import create_app
 
@@ -70,7 +70,7 @@ def test_a_dashboard_cancel_without_a_live_orchestrator_ends_the_trial(tmp_path:
         assert r.status_code == 200 and r.json()["requested"] is False, r.json()
     trials = store.list_trials(exp_id)
     assert [(t.status, t.failure_class) for t in trials] == [(TrialStatus.ABANDONED, "cancelled")] * 2
-    assert queries.requests_after(store, exp_id) == []  # acted on, not left as requests
+    assert requests.requests_after(store, exp_id) == []  # acted on, not left as requests
     r = web.post("/api/experiments/orphan/trials/0/cancel", headers={"X-Nasctl-Token": TOKEN})
     assert r.status_code == 409 and "ABANDONED" in r.json()["error"]
     store.close()
@@ -82,7 +82,7 @@ def test_with_a_live_orchestrator_stop_and_cancel_are_requests_it_acts_on(tmp_pa
     store.acquire_lease(exp_id, owner_id(), 60.0)  # an orchestrator in this very process drives it
     assert control.request_cancel(store, "driven", 1, "not needed")["requested"] is True
     assert control.request_stop(store, "driven", cancel=False, reason="enough")["requested"] is True
-    assert [(q.kind, q.trial_index) for q in queries.requests_after(store, exp_id)] == [
+    assert [(q.kind, q.trial_index) for q in requests.requests_after(store, exp_id)] == [
         ("cancel_requested", 1), ("stop_requested", None)]
     assert store.get_experiment("driven").status == ExperimentStatus.RUNNING  # the loop stops it
     store.close()

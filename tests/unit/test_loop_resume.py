@@ -21,7 +21,7 @@ from nasctl.optimizer.ax_optimizer import Candidate
 from nasctl.runners.base import JobRequest, SubmittedJob
 from nasctl.runners.local import LocalRunner
 from nasctl.spec import ExperimentSpec, parse_spec, spec_to_dict
-from nasctl.store import Store, queries
+from nasctl.store import Store, requests
 from nasctl.types import ExperimentRecord, ExperimentStatus, TrialStatus
 from tests.helpers.loop import SLEEPY_SCRIPT, GatedOptimizer, ListOptimizer
 from tests.helpers.waiting import wait_for
@@ -177,7 +177,7 @@ def test_a_cancel_after_the_trial_finished_is_recorded_as_ignored(tmp_path: Path
     try:
         wait_for("trial 0 to complete",
                  lambda: [t.status for t in store.list_trials(exp.id)] == [TrialStatus.COMPLETED])
-        queries.request_cancel(store, exp.id, 0, "too late")
+        requests.request_cancel(store, exp.id, 0, "too late")
         wait_for("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[CANCEL_IGNORED_EVENT])))
     finally:
         gate.set()
@@ -219,14 +219,14 @@ def test_a_late_cancel_leaves_the_waiting_candidates_alone(tmp_path: Path, runne
     try:
         wait_for("trial 1 to run and trial 2 to wait", lambda: [t.status for t in store.list_trials(exp.id)] == [
             TrialStatus.COMPLETED, TrialStatus.RUNNING, TrialStatus.CANDIDATE])
-        queries.request_cancel(store, exp.id, 0, "too late")
+        requests.request_cancel(store, exp.id, 0, "too late")
         wait_for("the loop to read the request", lambda: bool(store.events(exp.id, kinds=[CANCEL_IGNORED_EVENT])))
         assert store.get_trial(exp.id, 2).status == TrialStatus.CANDIDATE
         # a cancel of the waiting candidate itself takes it out, and is not reported as ignored
-        queries.request_cancel(store, exp.id, 2, "not needed")
+        requests.request_cancel(store, exp.id, 2, "not needed")
         wait_for("trial 2 to be abandoned", lambda: store.get_trial(exp.id, 2).status == TrialStatus.ABANDONED)
     finally:
-        queries.request_stop(store, exp.id, "test over", cancel=True)
+        requests.request_stop(store, exp.id, "test over", cancel=True)
         thread.join(60)
     assert result["summary"].status == ExperimentStatus.STOPPED
     assert [t.status for t in store.list_trials(exp.id)] == [TrialStatus.COMPLETED, TrialStatus.ABANDONED,

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from nasctl.leases import owner_id
 from nasctl.orchestration.views import pareto_view, status_view, trials_view
-from nasctl.store import Store, queries
+from nasctl.store import Store, queries, requests
 from nasctl.types import ExperimentStatus, TrialStatus
 from nasctl.web import create_app
 from tests.helpers.synthetic import add_synthetic
@@ -143,12 +143,12 @@ def test_writes_need_the_token_and_record_requests(tmp_path: Path) -> None:
     assert r.status_code == 200 and r.json()["kind"] == "stop_requested"
     r = c.post("/api/experiments/w/trials/1/cancel", headers={"X-Nasctl-Token": TOKEN})
     assert r.status_code == 200 and r.json()["kind"] == "cancel_requested"
-    reqs = queries.requests_after(store, exp.id)
+    reqs = requests.requests_after(store, exp.id)
     assert [(q.kind, q.trial_index, q.reason) for q in reqs] == [
         ("stop_requested", None, "enough"),
         ("cancel_requested", 1, "requested from the dashboard"),
     ]
-    assert queries.requests_after(store, exp.id, reqs[0].event_id) == reqs[1:]
+    assert requests.requests_after(store, exp.id, reqs[0].event_id) == reqs[1:]
     assert c.post("/api/experiments/w/trials/9/cancel", headers={"X-Nasctl-Token": TOKEN}).status_code == 404
     store.set_experiment_status(exp.id, ExperimentStatus.STOPPED)
     assert c.post("/api/experiments/w/stop", headers={"X-Nasctl-Token": TOKEN}).status_code == 409
@@ -288,7 +288,7 @@ def test_error_answers_match_the_published_schema(tmp_path: Path) -> None:
         r = c.post("/api/experiments/e/stop", content=body, headers=headers)
         assert r.status_code == 400 and set(r.json()) == {"error", "hint"}, r.text
         assert "JSON" in r.json()["hint"]
-    assert queries.requests_after(store, store.get_experiment("e").id) == []  # nothing was recorded
+    assert requests.requests_after(store, store.get_experiment("e").id) == []  # nothing was recorded
     r = c.get("/api/no/such/route")
     assert r.status_code == 404 and set(r.json()) == {"error", "hint"}
 
@@ -367,7 +367,7 @@ def test_a_dashboard_without_a_token_refuses_writes(tmp_path: Path) -> None:
         assert r.status_code == 403 and "read-only" in r.json()["error"] and "--token" in r.json()["hint"]
     r = c.put("/api/experiments/ro/note", json={"text": "x"})
     assert r.status_code == 403 and "notes, rename and delete" in r.json()["hint"]  # not only stop and cancel
-    assert queries.requests_after(store, store.get_experiment("ro").id) == []
+    assert requests.requests_after(store, store.get_experiment("ro").id) == []
 
 
 @pytest.mark.parametrize(("host", "refuses"), [("127.0.0.1", True), ("localhost", True), ("::1", True),

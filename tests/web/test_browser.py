@@ -183,10 +183,10 @@ def test_stop_button_stops_an_experiment_no_orchestrator_runs(page: Any, server:
     page.on("dialog", lambda d: d.accept())
     page.click("#stop")
     page.wait_for_function("document.getElementById('message').textContent.includes('no orchestrator was running')")
-    from nasctl.store import queries
+    from nasctl.store import requests
     from nasctl.types import ExperimentStatus
 
-    assert queries.requests_after(store, exp.id) == []
+    assert requests.requests_after(store, exp.id) == []
     assert store.get_experiment("stoppable").status == ExperimentStatus.STOPPED
     assert not page.errors
 

@@ -15,7 +15,8 @@ from fastapi.testclient import TestClient
 
 from nasctl.orchestration.views import trials_view
 from nasctl.spec import parse_spec, spec_to_dict
-from nasctl.store import Store, queries
+from nasctl.store import Store
+from nasctl.store import manage as store_manage
 from nasctl.types import TrialStatus
 from nasctl.web import create_app
 from tests.helpers.synthetic import add_synthetic
@@ -47,7 +48,7 @@ def importance_experiment(store: Store, name: str, n: int, seed: int = 0) -> int
         v = {"by_x": math.sin(3 * p["x"]) + 0.01 * rng.random(),
              "by_act": {"relu": 0.0, "gelu": 1.0, "tanh": 3.0}[p["act"]] + 0.01 * rng.random()}
         rows.append((i, p, TrialStatus.COMPLETED.value, v))
-    queries.import_finished_trials(store, exp.id, rows, "Sobol")
+    store_manage.import_finished_trials(store, exp.id, rows, "Sobol")
     return exp.id
 
 
@@ -133,7 +134,7 @@ def test_importance_serves_the_last_model_while_refitting(tmp_path: Path) -> Non
     exp_id = importance_experiment(store, "r", 60)
     c = TestClient(create_app(store))
     first = c.get("/api/experiments/r/importance").json()
-    queries.import_finished_trials(store, exp_id, [(60, {"x": 0.5, "noise": 0.1, "width": 3, "act": "relu"},
+    store_manage.import_finished_trials(store, exp_id, [(60, {"x": 0.5, "noise": 0.1, "width": 3, "act": "relu"},
                                                     TrialStatus.COMPLETED.value, {"by_x": 1.0, "by_act": 0.0})])
     stale = c.get("/api/experiments/r/importance").json()
     assert stale["cursor"] == first["cursor"] and stale["stale"] and stale["trials_used"] == 60

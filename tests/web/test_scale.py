@@ -15,7 +15,7 @@ from nasctl.pareto import (
     pareto_mask,
 )
 from nasctl.spec import Objective, parse_constraint
-from nasctl.store import Store, queries
+from nasctl.store import Store, queries, requests
 from nasctl.types import ExperimentStatus, TrialStatus
 from tests.helpers.synthetic import add_synthetic
 
@@ -125,8 +125,8 @@ def test_page_queries_on_every_database(db_url: str) -> None:
     assert [e.kind for e in queries.trial_events(store, exp.id, 4)] == ["candidate", "submitted", "finished", "note"]
     assert [(e.kind, e.trial_index) for e in queries.latest_events(store, exp.id, 2)] == [
         ("finished", 29), ("note", 4)]
-    eid = queries.request_cancel(store, exp.id, 5, "too slow")
-    assert queries.requests_after(store, exp.id) == [queries.OperatorRequest(eid, "cancel_requested", 5, "too slow")]
+    eid = requests.request_cancel(store, exp.id, 5, "too slow")
+    assert requests.requests_after(store, exp.id) == [requests.OperatorRequest(eid, "cancel_requested", 5, "too slow")]
     store.close()
 
 
