@@ -1,7 +1,7 @@
 /* The JSON API client: the token, errors, routes and URLs.
  *
  * In a report (`nasctl report`) there is no server: the answers are embedded in the page
- * as a JSON block (<script type="application/json" id="nasctl-report">), and api() reads them.
+ * as a JSON block (a script element of type application/json, id "nasctl-report"), and api() reads them.
  */
 
 function embeddedReport() {

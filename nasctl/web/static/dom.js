@@ -1,5 +1,8 @@
 /* DOM helpers shared by every page: elements built with textContent only, the page's
- * message line, badges and cards, and start(), which runs a page's parts.
+ * message line, badges and cards, plot settings, and start(), which runs a page's parts.
+ *
+ * `Plotly` is the one global the modules use: plotly.min.js, loaded as a classic script
+ * before each page's entry module (nasctl/web/pages.py), defines it.
  */
 
 /* An element: attributes (`class`, `text` as textContent, `on*` listeners) and children (strings become text nodes). */
