@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nasctl.errors import AlreadyExistsError, BadInputError, ConflictError, NotFoundError, SpecError
+from nasctl.errors import AlreadyExistsError, BadInputError, ConflictError, LeaseError, NotFoundError, SpecError
 from nasctl.orchestration.views import early_stop_records, orchestrator_alive
 from nasctl.runners import Runner, get_runner, runner_settings
 from nasctl.runners.pool import StatusPool
@@ -312,6 +312,19 @@ def submit_experiment(store: Store, spec: ExperimentSpec, work_root: str) -> Exp
     check_spec_runnable(spec)
     return create_experiment(store, spec, work_root, "pick another name (--name), or resume it from the dashboard",
                              queued=True, elsewhere="submit it under another name (its files go to a folder of that name)")
+
+
+def requeue_experiment(store: Store, name: str) -> ExperimentRecord:
+    """Queue a STOPPED or FAILED experiment again for the service (the dashboard's resume).
+
+    Raises:
+        LeaseError: it is running or already queued.
+    """
+    exp = store.get_experiment(name)
+    if exp.status in (ExperimentStatus.RUNNING, ExperimentStatus.QUEUED):
+        raise LeaseError(f"experiment {name!r} is {exp.status.value}", "nothing to resume")
+    store.set_experiment_status(exp.id, ExperimentStatus.QUEUED, "resume requested")
+    return store.get_experiment(name)
 
 
 def admits(store: Store, spec: ExperimentSpec, host: str) -> bool:

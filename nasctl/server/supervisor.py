@@ -222,11 +222,7 @@ class Supervisor:
             LeaseError: it is running or already queued, or this service is a standby.
         """
         self._refuse_if_standby()
-        exp = self.store.get_experiment(name)
-        if exp.status in (ExperimentStatus.RUNNING, ExperimentStatus.QUEUED):
-            raise LeaseError(f"experiment {name!r} is {exp.status.value}", "nothing to resume")
-        self.store.set_experiment_status(exp.id, ExperimentStatus.QUEUED, "resume requested")
-        return self.store.get_experiment(name)
+        return control.requeue_experiment(self.store, name)
 
     # --- the tick ------------------------------------------------------------------------
     def _run(self) -> None:
