@@ -57,8 +57,10 @@ class TrialSource(abc.ABC):
 
     - `key` is the `trial:` key that selects the source and its registry name.
     - `check_runnable` holds the checks that need registries or user code
-      (a built-in search space's parameters and metrics, a component's
-      signature) and runs before anything is created. It raises a
+      (a built-in search space's parameters and metrics, a user model's or
+      function's module, a component's signature) and runs before anything is
+      created. User code is looked up only where a spec read as a file put
+      it (`trial.model_path`, `trial.code_dir`), never imported. It raises a
       `BadInputError` (or subclass) whose hint names the fix; it changes nothing.
     - `request` builds the job of one trial. It is deterministic: the same
       trial and launch give an equal request (a component's function is called

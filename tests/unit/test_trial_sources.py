@@ -57,13 +57,28 @@ def test_model_is_found_next_to_the_spec_without_importing_it(tmp_path: Path) ->
     ],
 )
 def test_model_errors_are_one_line(tmp_path: Path, setup: bool, trial: str, expect: str) -> None:
+    """The trial section's shape is refused when the file is loaded, the model's
+    module and function when the spec is checked before launch (`ModelSource`)."""
     if setup:
         _write_model(tmp_path)
     (tmp_path / "x.py").write_text("")
     (tmp_path / "s.yaml").write_text(MODEL_SPEC.replace('{model: "pkg.mod:build", dataset: digits}', trial))
     with pytest.raises(SpecError) as e:
-        load_spec(tmp_path / "s.yaml")
+        check_spec_runnable(load_spec(tmp_path / "s.yaml"))
     assert expect in str(e.value) and "\n" not in str(e.value) and e.value.exit_code == 2
+
+
+def test_user_code_is_looked_up_where_the_spec_file_put_it(tmp_path: Path) -> None:
+    """Loading a file sets trial.model_path / trial.code_dir, and the check before
+    launch looks the module up there; a spec parsed from text names code on the
+    trial's own path, which is not checked."""
+    function = MODEL_SPEC.replace('{model: "pkg.mod:build", dataset: digits}', '{function: "no_such_mod_here:f"}')
+    for text, expect in ((MODEL_SPEC, "module pkg.mod not found"),
+                         (function, "module 'no_such_mod_here' was not found next to the spec")):
+        (tmp_path / "s.yaml").write_text(text)
+        with pytest.raises(SpecError, match=expect):
+            check_spec_runnable(load_spec(tmp_path / "s.yaml"))
+        check_spec_runnable(parse_spec(text))
 
 
 def test_unknown_dataset_and_metric_refused_before_launch() -> None:
