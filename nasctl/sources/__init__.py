@@ -8,7 +8,7 @@ by key as "module:Class" and imported on first use: the orchestration checks
 that a spec can run, builds each trial's job and warm-starts it with them.
 
 Adding a source: a module in this package with its class and its line in
-`TRIAL_SOURCES`; in nasctl/spec/trial.py (below this package), its key as a
+`TRIAL_SOURCES`; in nasctl/specfile/trial.py (below this package), its key as a
 field of `TrialSpec` and its entry in `SOURCE_KEYS` (what the spec file says:
 the value's shape, the options it takes, its paths). The shared suite in
 tests/unit/test_source_contract.py runs every registered source and fails

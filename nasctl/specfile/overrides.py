@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from nasctl.errors import BadInputError
-from nasctl.spec.experiment import ExperimentSpec
-from nasctl.spec.loading import _resolve_in, _validate, spec_to_dict
+from nasctl.specfile.experiment import ExperimentSpec
+from nasctl.specfile.loading import _resolve_in, _validate, spec_to_dict
 
 
 BUDGET_OVERRIDES = ("max_trials", "parallelism", "trial_timeout", "max_failures", "max_gpu_hours")

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from nasctl.spec.parameters import (
+from nasctl.specfile.parameters import (
     PARAM_RE,
     ChoiceParameter,
     Constraint,
@@ -23,7 +23,7 @@ from nasctl.spec.parameters import (
     _Model,
     parse_constraint,
 )
-from nasctl.spec.trial import TrialSpec
+from nasctl.specfile.trial import TrialSpec
 
 MAX_PARAMETERS = 200
 

@@ -3,7 +3,7 @@
 The keys documented in docs/spec.md are the public format. Every validation
 error is reported on one line naming the field path and what is allowed.
 
-The parts: `parameters` (the search space's parameters, objectives,
+The parts, in `nasctl/specfile/`: `parameters` (the search space's parameters, objectives,
 constraints), `trial` (`trial:` and each trial source's keys and paths),
 `experiment` (`ExperimentSpec` and its other sections), `loading` (YAML and
 files, one-line errors, the stored form) and `overrides`. Import from
@@ -12,19 +12,19 @@ files, one-line errors, the stored form) and `overrides`. Import from
 
 from __future__ import annotations
 
-from nasctl.spec.experiment import (
+from nasctl.specfile.experiment import (
     DEFAULT_INITIAL_TRIALS, MAX_PARAMETERS, METRIC_RE, NAME_RE, REDUCED_PRECISIONS, Budget, EarlyStoppingSpec,
     ExperimentSpec, FidelitySpec, OptimizerSpec, RunnerSpec,
 )
-from nasctl.spec.loading import (
+from nasctl.specfile.loading import (
     MAX_SPEC_BYTES, SPEC_DOCS_HINT, load_spec, parse_spec, parse_spec_in, read_spec_text, spec_from_dict, spec_to_dict,
 )
-from nasctl.spec.overrides import BUDGET_OVERRIDES, SPEC_OVERRIDES, apply_overrides, merge_changes, spec_changes
-from nasctl.spec.parameters import (
+from nasctl.specfile.overrides import BUDGET_OVERRIDES, SPEC_OVERRIDES, apply_overrides, merge_changes, spec_changes
+from nasctl.specfile.parameters import (
     BOUND_ROUNDING, CONSTRAINT_RE, MAX_CHOICES, PARAM_RE, ChoiceParameter, Constraint, FixedParameter, FloatParameter,
     IntParameter, Objective, Parameter, Scalar, parse_constraint,
 )
-from nasctl.spec.trial import (
+from nasctl.specfile.trial import (
     MAX_RETRIES_LIMIT, MODULE_RE, RETRYABLE, SOURCE_KEYS, SOURCE_OPTIONS, TARGET_RE, Resources, SourceKey, TrialSpec,
 )
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from nasctl.errors import SpecError
-from nasctl.spec.parameters import PARAM_RE, Scalar, _Model
+from nasctl.specfile.parameters import PARAM_RE, Scalar, _Model
 from nasctl.types import FailureClass
 
 

@@ -10,8 +10,8 @@ import yaml
 from pydantic import ValidationError
 
 from nasctl.errors import SpecError
-from nasctl.spec.experiment import ExperimentSpec
-from nasctl.spec.trial import SOURCE_KEYS
+from nasctl.specfile.experiment import ExperimentSpec
+from nasctl.specfile.trial import SOURCE_KEYS
 
 MAX_SPEC_BYTES = 1_000_000
 
