@@ -31,10 +31,20 @@ def status(db: str, name: str) -> dict:  # type: ignore[type-arg]
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
+def recorded_states(db: str) -> dict[str, str]:
+    """Each experiment's recorded status, read from the store (polling the CLI's
+    `status --json` costs a process start each time; check_results reads that)."""
+    store = Store(db)
+    try:
+        return {e.name: e.status.value for e, _ in store.list_experiments()}
+    finally:
+        store.close()
+
+
 def wait_for_states(db: str, names: list[str], states: set[str], timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
-    while not all(status(db, n)["status"] in states for n in names):
-        assert time.monotonic() < deadline, {n: status(db, n)["status"] for n in names}
+    while not all(recorded_states(db).get(n) in states for n in names):
+        assert time.monotonic() < deadline, recorded_states(db)
         time.sleep(0.5)
 
 
@@ -184,7 +194,7 @@ def test_kill_nine_the_service_ten_times(tmp_path: Path, db_kind: str, request: 
     kills = 0
     while kills < 10:
         time.sleep(rng.uniform(0.3, 3.0))
-        if all(status(db, n)["status"] == "COMPLETED" for n in names):
+        if all(recorded_states(db).get(n) == "COMPLETED" for n in names):
             break
         svc.kill()
         kills += 1
