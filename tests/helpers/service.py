@@ -15,6 +15,17 @@ from tests.conftest import free_port, run_cli
 TOKEN = "s3cret"
 
 
+GPU_SPEC = """
+name: {name}
+search_space: {{x: {{type: float, low: 0.0, high: 1.0}}}}
+objectives: {{f: {{goal: minimize}}}}
+budget: {{max_trials: 2}}
+trial: {{script: /bin/true, resources: {{gpu: {gpu}}}}}
+runner: {{scheduler: local_cwd, cfg: {{devices: [0, 1], trials_per_device: {per}}}}}
+"""
+"""A spec whose trials ask for `gpu` of devices 0 and 1 (`per` trials may share one): for admission."""
+
+
 class Service:
     """`nasctl serve --db <db>` with TOKEN, started in `cwd` with `env` added; `args` are more options."""
 

@@ -11,15 +11,8 @@ from nasctl.leases import owner_id
 from nasctl.server.supervisor import Supervisor
 from nasctl.spec import parse_spec
 from nasctl.types import ExperimentStatus, TrialStatus
+from tests.helpers.service import GPU_SPEC
 
-SPEC = """
-name: {name}
-search_space: {{x: {{type: float, low: 0.0, high: 1.0}}}}
-objectives: {{f: {{goal: minimize}}}}
-budget: {{max_trials: 2}}
-trial: {{script: /bin/true, resources: {{gpu: {gpu}}}}}
-runner: {{scheduler: local_cwd, cfg: {{devices: [0, 1]}}}}
-"""
 
 
 def test_queued_experiments_wait_for_free_devices(tmp_path: Path) -> None:
@@ -29,9 +22,9 @@ def test_queued_experiments_wait_for_free_devices(tmp_path: Path) -> None:
     running = store.create_experiment("holder", {"name": "holder"}, str(tmp_path / "h"))
     t = store.add_trial(running.id, 0, {"x": 0.1}, "Sobol", "holder-0", str(tmp_path / "h" / "t0"))
     store.place_devices(sup.host, "elsewhere:1:0", running.id, 0, lambda held: [("0", 0, 1)], lambda _l: False)
-    two = sup.submit(parse_spec(SPEC.format(name="two", gpu=2)))
-    one = sup.submit(parse_spec(SPEC.format(name="one", gpu=1)))
-    cpu = sup.submit(parse_spec(SPEC.format(name="cpu", gpu=0)))
+    two = sup.submit(parse_spec(GPU_SPEC.format(name="two", gpu=2, per=1)))
+    one = sup.submit(parse_spec(GPU_SPEC.format(name="one", gpu=1, per=1)))
+    cpu = sup.submit(parse_spec(GPU_SPEC.format(name="cpu", gpu=0, per=1)))
     assert [e.status for e in (two, one, cpu)] == [ExperimentStatus.QUEUED] * 3
     assert not sup._devices_free(two)  # device 0 is leased: 1 of 2 free
     assert sup._devices_free(one) and sup._devices_free(cpu)
@@ -48,10 +41,10 @@ def test_a_submission_whose_folder_holds_another_runs_trials_is_refused(tmp_path
     sup = Supervisor(f"sqlite:///{tmp_path / 's.db'}", str(tmp_path / "runs"), max_experiments=2, tick=3600)
     sup.start()
     with pytest.raises(AlreadyExistsError, match="holds trials of an earlier run") as refused:
-        sup.submit(parse_spec(SPEC.format(name="old", gpu=0)))
+        sup.submit(parse_spec(GPU_SPEC.format(name="old", gpu=0, per=1)))
     assert "under another name" in (refused.value.hint or "") and "--" not in (refused.value.hint or "")  # no CLI flag
     assert sup.store.list_experiments() == []
-    assert sup.submit(parse_spec(SPEC.format(name="new", gpu=0))).status == ExperimentStatus.QUEUED
+    assert sup.submit(parse_spec(GPU_SPEC.format(name="new", gpu=0, per=1))).status == ExperimentStatus.QUEUED
     sup.close()
     sup.store.close()
 
@@ -63,7 +56,7 @@ def test_an_experiment_whose_orchestrator_lives_is_not_taken_over(tmp_path: Path
     sup = Supervisor(f"sqlite:///{tmp_path / 's.db'}", str(tmp_path / "runs"), max_experiments=2, tick=3600)
     sup.start()
     store = sup.store
-    exp = sup.submit(parse_spec(SPEC.format(name="driven", gpu=0)))
+    exp = sup.submit(parse_spec(GPU_SPEC.format(name="driven", gpu=0, per=1)))
     store.set_experiment_status(exp.id, ExperimentStatus.RUNNING)
     store.acquire_lease(exp.id, owner_id(), 60.0)
     sup._step()

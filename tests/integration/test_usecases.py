@@ -17,21 +17,12 @@ from nasctl.spec import parse_spec, spec_to_dict
 from nasctl.store import Store, requests
 from nasctl.types import ExperimentStatus, TrialStatus
 from nasctl.web import create_app
-
-TOKEN = "s3cret"
-SPEC = """
-name: {name}
-search_space: {{x: {{type: float, low: 0.0, high: 1.0}}}}
-objectives: {{f: {{goal: minimize}}}}
-budget: {{max_trials: 2}}
-trial: {{script: /bin/true, resources: {{gpu: {gpu}}}}}
-runner: {{scheduler: local_cwd, cfg: {{devices: [0, 1], trials_per_device: {per}}}}}
-"""
+from tests.helpers.service import GPU_SPEC, TOKEN
 
 
 def _orphan(store: Store, tmp_path: Path, name: str) -> int:
     """A RUNNING experiment whose orchestrator is gone (killed): a running and a waiting trial."""
-    spec = spec_to_dict(parse_spec(SPEC.format(name=name, gpu=0, per=1)))
+    spec = spec_to_dict(parse_spec(GPU_SPEC.format(name=name, gpu=0, per=1)))
     exp = store.create_experiment(name, spec, str(tmp_path / name))
     running = store.add_trial(exp.id, 0, {"x": 0.1}, "Sobol", f"{name}-0", str(tmp_path / name / "t0"))
     store.mark_trial_running(running.id, f"local_cwd://gone/{name}-0", "local_cwd", {})
@@ -102,7 +93,7 @@ def test_admission_and_placement_agree_with_shared_devices(tmp_path: Path) -> No
     inventory = DeviceInventory(("0", "1"), trials_per_device=2)
     held = store.device_leases(host=sup.host)
     for gpu, fits in ((1, True), (2, False)):
-        spec = parse_spec(SPEC.format(name=f"g{gpu}", gpu=gpu, per=2))
+        spec = parse_spec(GPU_SPEC.format(name=f"g{gpu}", gpu=gpu, per=2))
         assert (choose_devices(inventory, gpu, held) is not None) is fits
         assert control.admits(store, spec, sup.host) is fits
         assert sup._devices_free(sup.submit(spec)) is fits
