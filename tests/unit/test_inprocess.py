@@ -15,6 +15,7 @@ import pytest
 from nasctl.errors import RunnerError, SpecError
 from nasctl.metrics.tensorboard import read_scalars
 from nasctl.orchestration.jobs import build_request
+from nasctl.orchestration.control import check_spec_runnable
 from nasctl.runners import JobRequest, JobState, SubmittedJob, get_runner
 from nasctl.spec import load_spec, parse_spec
 from tests.conftest import run_cli
@@ -146,8 +147,9 @@ def test_function_spec_validation(tmp_path: Path, funcs: str) -> None:
         parse_spec(SPEC.format(name="a", n=2, target="no colon here", scheduler="inprocess"))
     path = tmp_path / "spec.yaml"
     path.write_text(SPEC.format(name="a", n=2, target="nasctl_missing_module_xyz:f", scheduler="inprocess"))
+    missing = load_spec(path)  # the function's module is looked up before anything runs, where run/submit check
     with pytest.raises(SpecError, match="module 'nasctl_missing_module_xyz' was not found"):
-        load_spec(path)
+        check_spec_runnable(missing)
     path.write_text(SPEC.format(name="a", n=2, target=f"{funcs}:square", scheduler="inprocess"))
     spec = load_spec(path)
     assert spec.trial.code_dir == str(tmp_path)
