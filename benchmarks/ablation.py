@@ -50,6 +50,9 @@ with the grid. Variants:
   still fills every free slot with quasi-random points (Ax counts the
   start's trials only between requests), so below K it changes what
   follows a failure, not the start;
+- brackets-B: with multi-fidelity, new configurations start at one of the B
+  lowest rungs (asynchronous Hyperband), the bracket whose starts have cost
+  least so far (`multifidelity.BRACKETS`);
 - a+b: the changes of a and of b (budget-20-1024+mc-64, no-numpy-boxes+no-single-candidate).
 
 With `--parallelism K` (K > 1) the optimizer is driven asynchronously on the
@@ -146,12 +149,14 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         return [("strategies", "acquisition_budget", lambda *_: budget)]
     if parts[0] == "mc" and len(parts) == 2 and parts[1].isdigit():
         return [("strategies", "mc_samples", lambda *_: int(parts[1]))]
+    if parts[0] == "brackets" and len(parts) == 2 and parts[1].isdigit() and int(parts[1]) > 0:
+        return [("multifidelity", "BRACKETS", int(parts[1]))]
     if name.startswith("min-observed-") and name[13:].isdigit() and int(name[13:]) > 0:
         return [("strategies", "MIN_OBSERVED_RESULTS", int(name[13:]))]
     if parts[0] == "start" and len(parts) == 2 and parts[1].isdigit() and int(parts[1]) > 0:
         return [(SPEC, "initial_trials", int(parts[1]))]
     known = [*fixed, *(f"no-{s}" for s in SPEEDUPS)]
-    raise ValueError(f"unknown variant {name!r} (known: {', '.join(known)}, budget-R-S, mc-N, min-observed-N, start-N, a+b)")
+    raise ValueError(f"unknown variant {name!r} (known: {', '.join(known)}, budget-R-S, mc-N, min-observed-N, start-N, brackets-B, a+b)")
 
 
 def variant_list(text: str) -> list[str]:

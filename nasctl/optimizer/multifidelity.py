@@ -50,6 +50,15 @@ from nasctl.types import ParamValue
 PROMOTION = "promotion"
 """The generation method recorded for a promoted trial."""
 
+BRACKETS = 1
+"""How many of the lowest rungs a new configuration may start at (asynchronous
+Hyperband's brackets): 1 starts every one at the lowest rung (successive
+halving); b > 1 starts each at one of the b lowest rungs, the one whose
+configurations have cost least so far (each start counted at its rung's
+fidelity), so that the brackets share the budget and a problem whose low rungs
+mislead still gets configurations the model chose trained further at once.
+`benchmarks/ablation.py` variant `brackets-B` sets it."""
+
 
 class MultiFidelityOptimizer(AxOptimizer):
     """An `AxOptimizer` that also promotes trials rung by rung (see the module docstring).
@@ -70,6 +79,7 @@ class MultiFidelityOptimizer(AxOptimizer):
         self._promoted: set[int] = set()  # trials already promoted
         self._model: tuple[int, Any] | None = None  # (results seen, Ax adapter) of the last `predict_top` fit
         self._continuing: dict[tuple[tuple[str, str], ...], int] = {}  # paused configurations chosen in `generate`
+        self._started: dict[int, float] = {}  # start rung -> fidelity spent on configurations started there
         # No quasi-random fast path: its draws would bypass `_trial_run` (every
         # new configuration starts at the lowest rung) and promotions attach
         # trials to Ax between them.
@@ -113,11 +123,21 @@ class MultiFidelityOptimizer(AxOptimizer):
             return GeneratorRun(arms=[Arm(parameters=params)], generation_node_name=compat.generation_node_name(run))
         if earlier and self.guard.repeats(config, earlier):
             run = self._explore_run(earlier)
-        params = {**run.arms[0].parameters, self.fidelity.parameter: self.fidelity.rungs[0]}
+        params = {**run.arms[0].parameters, self.fidelity.parameter: self.fidelity.rungs[self._start_rung()]}
         if params == run.arms[0].parameters:
             return run
         return GeneratorRun(arms=[Arm(parameters=params)],
                             generation_node_name=compat.generation_node_name(run))  # kept for `_method`
+
+    def _start_rung(self) -> int:
+        """The rung a new configuration starts at (`BRACKETS`): the lowest of the
+        brackets whose starts have cost least so far."""
+        brackets = max(1, min(BRACKETS, len(self.fidelity.rungs)))
+        return min(range(brackets), key=lambda k: (self._started.get(k, 0.0), k))
+
+    def _count_start(self, index: int) -> None:
+        rung = self._rung[index]
+        self._started[rung] = self._started.get(rung, 0.0) + self.fidelity.rungs[rung]
 
     # --- bookkeeping ------------------------------------------------------------
     def _paused(self) -> dict[tuple[tuple[str, str], ...], int]:
@@ -154,6 +174,8 @@ class MultiFidelityOptimizer(AxOptimizer):
         for t in trials:
             if t.promoted_from is not None:
                 self._promoted.add(t.promoted_from)
+            elif t.index in self._rung:
+                self._count_start(t.index)
 
     @quietly
     def complete(self, index: int, values: Mapping[str, float]) -> None:
@@ -233,6 +255,8 @@ class MultiFidelityOptimizer(AxOptimizer):
                 if source is not None:
                     c = dataclasses.replace(c, promoted_from=source)
                 self._track(c.index, c.parameters, source)
+                if source is None:
+                    self._count_start(c.index)
                 out.append(c)
             self._continuing.clear()
         return out

@@ -123,3 +123,25 @@ def test_a_rebuilt_optimizer_never_promotes_a_recorded_promotion_again() -> None
         if c.promoted_from is not None:
             already.add(c.promoted_from)
     assert all(math.isfinite(float(c.parameters["epochs"])) for c in more)
+
+
+def test_brackets_start_new_configurations_where_starts_have_cost_least(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With three brackets on rungs 1, 3, 9 epochs, each new configuration starts at the
+    rung whose starts have cost the fewest epochs so far (ties: the lowest), and a
+    rebuilt optimizer goes on with the same schedule."""
+    from nasctl.optimizer import multifidelity
+
+    monkeypatch.setattr(multifidelity, "BRACKETS", 3)
+    spec = parse_spec(SPEC.replace("initial_trials: 4", "initial_trials: 14"))  # no result needed to propose
+    opt = MultiFidelityOptimizer(spec)
+    starts = [float(c.parameters["epochs"]) for c in (opt.generate(1)[0] for _ in range(12))]
+    # spent per bracket after each start: 1|0|0, 1|3|0, 1|3|9, 2|3|9, 3|3|9, 4|3|9 -> rung 1 ...
+    assert starts == [1, 3, 9, 1, 1, 1, 3, 1, 1, 1, 3, 1]
+    spent = [sum(s for s in starts if s == rung) for rung in (1, 3, 9)]
+    assert max(spent) - min(spent) <= 9  # the brackets share the epochs spent on starts: [8, 9, 9]
+    rebuilt = MultiFidelityOptimizer(spec)
+    rebuilt.restore([RestoredTrial(i, {**c, "epochs": int(s)}, "RUNNING", "Sobol", {})
+                     for i, (c, s) in enumerate(zip(opt._configs.values(), starts))])
+    assert rebuilt._start_rung() == opt._start_rung()
+    monkeypatch.setattr(multifidelity, "BRACKETS", 1)
+    assert [float(c.parameters["epochs"]) for c in opt.generate(2)] == [1, 1]  # successive halving: all at the lowest
