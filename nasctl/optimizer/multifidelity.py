@@ -52,8 +52,8 @@ PROMOTION = "promotion"
 
 BRACKETS = 1
 """How many of the lowest rungs a new configuration may start at (asynchronous
-Hyperband's brackets): 1 starts every one at the lowest rung (successive
-halving); b > 1 starts each at one of the b lowest rungs, the one whose
+Hyperband's brackets) when the spec does not say (`optimizer.fidelity.brackets`):
+1 starts every one at the lowest rung (successive halving); b > 1 starts each at one of the b lowest rungs, the one whose
 configurations have cost least so far (each start counted at its rung's
 fidelity), so that the brackets share the budget and a problem whose low rungs
 mislead still gets configurations the model chose trained further at once.
@@ -132,7 +132,8 @@ class MultiFidelityOptimizer(AxOptimizer):
     def _start_rung(self) -> int:
         """The rung a new configuration starts at (`BRACKETS`): the lowest of the
         brackets whose starts have cost least so far."""
-        brackets = max(1, min(BRACKETS, len(self.fidelity.rungs)))
+        chosen = self.fidelity.brackets if self.fidelity.brackets is not None else BRACKETS
+        brackets = max(1, min(chosen, len(self.fidelity.rungs)))
         return min(range(brackets), key=lambda k: (self._started.get(k, 0.0), k))
 
     def _count_start(self, index: int) -> None:

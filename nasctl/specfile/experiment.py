@@ -72,6 +72,9 @@ class FidelitySpec(_Model):
     # how a rung's trials are ranked for promotion: `rung`, by the values they
     # reached there; `model`, by the model's prediction of them at the top rung
     rank: Literal["rung", "model"] = "rung"
+    # how many of the lowest rungs a new configuration may start at (asynchronous
+    # Hyperband's brackets); None: nasctl's default (`multifidelity.BRACKETS`)
+    brackets: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _check(self) -> FidelitySpec:
@@ -85,6 +88,9 @@ class FidelitySpec(_Model):
         if len(rungs) < 2:
             raise ValueError(f"min ({self.min}) to max ({self.max}) with eta {self.eta} gives a single rung; "
                              "lower min or raise max")
+        if self.brackets is not None and self.brackets > len(rungs):
+            raise ValueError(f"brackets ({self.brackets}) must be at most the number of rungs ({len(rungs)}: "
+                             f"{', '.join(f'{r:g}' for r in rungs)})")
         return self
 
     @property

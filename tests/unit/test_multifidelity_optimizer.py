@@ -125,14 +125,14 @@ def test_a_rebuilt_optimizer_never_promotes_a_recorded_promotion_again() -> None
     assert all(math.isfinite(float(c.parameters["epochs"])) for c in more)
 
 
-def test_brackets_start_new_configurations_where_starts_have_cost_least(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With three brackets on rungs 1, 3, 9 epochs, each new configuration starts at the
+def test_brackets_start_new_configurations_where_starts_have_cost_least() -> None:
+    """With `brackets: 3` on rungs 1, 3, 9 epochs, each new configuration starts at the
     rung whose starts have cost the fewest epochs so far (ties: the lowest), and a
     rebuilt optimizer goes on with the same schedule."""
-    from nasctl.optimizer import multifidelity
+    from nasctl.errors import SpecError
 
-    monkeypatch.setattr(multifidelity, "BRACKETS", 3)
-    spec = parse_spec(SPEC.replace("initial_trials: 4", "initial_trials: 14"))  # no result needed to propose
+    start14 = SPEC.replace("initial_trials: 4", "initial_trials: 14")  # no result needed to propose
+    spec = parse_spec(start14.replace("eta: 3}", "eta: 3, brackets: 3}"))
     opt = MultiFidelityOptimizer(spec)
     starts = [float(c.parameters["epochs"]) for c in (opt.generate(1)[0] for _ in range(12))]
     # spent per bracket after each start: 1|0|0, 1|3|0, 1|3|9, 2|3|9, 3|3|9, 4|3|9 -> rung 1 ...
@@ -143,5 +143,7 @@ def test_brackets_start_new_configurations_where_starts_have_cost_least(monkeypa
     rebuilt.restore([RestoredTrial(i, {**c, "epochs": int(s)}, "RUNNING", "Sobol", {})
                      for i, (c, s) in enumerate(zip(opt._configs.values(), starts))])
     assert rebuilt._start_rung() == opt._start_rung()
-    monkeypatch.setattr(multifidelity, "BRACKETS", 1)
-    assert [float(c.parameters["epochs"]) for c in opt.generate(2)] == [1, 1]  # successive halving: all at the lowest
+    plain = MultiFidelityOptimizer(parse_spec(start14))  # the default: successive halving, all at the lowest
+    assert [float(c.parameters["epochs"]) for c in plain.generate(3)] == [1, 1, 1]
+    with pytest.raises(SpecError, match=r"brackets \(4\) must be at most the number of rungs \(3: 1, 3, 9\)"):
+        parse_spec(SPEC.replace("eta: 3}", "eta: 3, brackets: 4}"))
