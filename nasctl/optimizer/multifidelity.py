@@ -57,7 +57,9 @@ Hyperband's brackets) when the spec does not say (`optimizer.fidelity.brackets`)
 configurations have cost least so far (each start counted at its rung's
 fidelity), so that the brackets share the budget and a problem whose low rungs
 mislead still gets configurations the model chose trained further at once.
-`benchmarks/ablation.py` variant `brackets-B` sets it."""
+1 by default: on the time-to-front tables 3 brackets were not better at the end
+and later to a good front (docs/multifidelity.md, "Starting new configurations
+at higher rungs"). `benchmarks/ablation.py` variant `brackets-B` sets it."""
 
 
 class MultiFidelityOptimizer(AxOptimizer):
