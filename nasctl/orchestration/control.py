@@ -24,7 +24,7 @@ from nasctl.orchestration.progress import ProgressSink, RunSummary
 from nasctl.sources import source_of
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store, requests
-from nasctl.types import ExperimentRecord, ExperimentStatus, TrialStatus
+from nasctl.types import ExperimentRecord, ExperimentStatus, TrialRecord, TrialStatus
 
 if TYPE_CHECKING:
     from nasctl.orchestration.loop import Orchestrator
@@ -148,8 +148,8 @@ def start_experiment(
     """
     check_spec_runnable(spec)
     prepare_orchestrator_process()
-    exp = create_experiment(store, spec, work_root, "continue it with `nasctl resume {name}`, or pass --name to "
-                            "start a new one")
+    exp = create_experiment(store, spec, work_root, f"continue it with `nasctl resume {spec.name}`, or pass --name "
+                            "to start a new one")
     return _drive(store, exp, spec, on_progress, poll_interval, lookahead=lookahead)
 
 
@@ -163,7 +163,7 @@ def create_experiment(store: Store, spec: ExperimentSpec, work_root: str, exists
     QUEUED ("submitted to the service"), for the service's admission to start.
 
     Args:
-        exists_hint: what to do when the name is taken (`{name}` is replaced).
+        exists_hint: what to do when the name is taken.
         queued: record it QUEUED for the service instead of running it here.
         elsewhere: how the caller's user puts the files in another folder.
 
@@ -178,7 +178,7 @@ def create_experiment(store: Store, spec: ExperimentSpec, work_root: str, exists
         pass
     else:
         raise AlreadyExistsError(f"experiment {spec.name!r} already exists in {store.display_url}",
-                                 exists_hint.replace("{name}", spec.name))
+                                 exists_hint)
     work_dir = str(Path(work_root, spec.name).resolve())
     check_work_dir_free(store, work_dir, spec.name, elsewhere)
     if queued:
@@ -346,29 +346,42 @@ def admits(store: Store, spec: ExperimentSpec, host: str) -> bool:
     return choose_devices(inventory, gpu, held) is not None
 
 
+def _driven(exp: ExperimentRecord) -> bool:
+    """Does a live orchestrator drive the experiment (so a request recorded for it is read)?"""
+    return orchestrator_alive(exp) and exp.status == ExperimentStatus.RUNNING
+
+
+def _abandon_here(store: Store, exp: ExperimentRecord, trials: list[TrialRecord], reason: str,
+                  failure_class: str | None = None) -> list[int]:
+    """End `trials` ABANDONED with no orchestrator to do it: a running one's job is
+    cancelled first. Returns their indices."""
+    from nasctl.runners.base import SubmittedJob
+
+    spec = spec_from_dict(exp.spec)
+    runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
+    for t in trials:
+        if t.status == TrialStatus.RUNNING:
+            runner.cancel(SubmittedJob(t.job_handle or "", t.runner_metadata))
+        store.finish_trial(t.id, TrialStatus.ABANDONED, failure_reason=reason, failure_class=failure_class)
+    return [t.index for t in trials]
+
+
 def request_stop(store: Store, name: str, cancel: bool, reason: str | None = None) -> dict[str, Any]:
     """Stop an experiment (`nasctl stop`, the Python API, the dashboard). With a live
     orchestrator, record a request it acts on within a second; without one (QUEUED
     for the service, or its orchestrator is gone), stop it here: with `cancel`,
     running trials are cancelled and ABANDONED, else they are left for `nasctl resume`.
     `reason`: who asked (default: `nasctl stop`)."""
-    from nasctl.runners.base import SubmittedJob
-
     exp = store.get_experiment(name)
     who = reason or ("by `nasctl stop" + (" --cancel`" if cancel else "`"))
-    if orchestrator_alive(exp) and exp.status == ExperimentStatus.RUNNING:
+    if _driven(exp):
         event_id = requests.request_stop(store, exp.id, who, cancel=cancel)
         return {"experiment": name, "orchestrator": exp.lease_owner, "requested": True, "cancel": cancel,
                 "event_id": event_id}
     cancelled = []
     if cancel:
-        spec = spec_from_dict(exp.spec)
-        runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
-        for t in store.list_trials(exp.id, [TrialStatus.RUNNING, TrialStatus.CANDIDATE]):
-            if t.status == TrialStatus.RUNNING:
-                runner.cancel(SubmittedJob(t.job_handle or "", t.runner_metadata))
-            store.finish_trial(t.id, TrialStatus.ABANDONED, failure_reason=f"cancelled ({who})")
-            cancelled.append(t.index)
+        cancelled = _abandon_here(store, exp, store.list_trials(exp.id, [TrialStatus.RUNNING, TrialStatus.CANDIDATE]),
+                                  f"cancelled ({who})")
     if exp.status in (ExperimentStatus.RUNNING, ExperimentStatus.QUEUED) or cancelled:
         store.set_experiment_status(exp.id, ExperimentStatus.STOPPED,
                                     f"stopped {who}" + (" (no orchestrator was running)"
@@ -385,18 +398,12 @@ def request_cancel(store: Store, name: str, index: int, reason: str) -> dict[str
         NotFoundError: no such experiment or trial.
         ConflictError: the trial has already ended.
     """
-    from nasctl.runners.base import SubmittedJob
-
     exp = store.get_experiment(name)
     t = store.get_trial(exp.id, index)
     if t.status.is_terminal:
         raise ConflictError(f"trial {index} is {t.status.value}", "only candidate or running trials can be cancelled")
-    if orchestrator_alive(exp) and exp.status == ExperimentStatus.RUNNING:
+    if _driven(exp):
         event_id = requests.request_cancel(store, exp.id, index, reason)
         return {"experiment": name, "trial_index": index, "requested": True, "event_id": event_id}
-    if t.status == TrialStatus.RUNNING:
-        spec = spec_from_dict(exp.spec)
-        get_runner(spec.runner.scheduler, spec.runner.cfg).cancel(SubmittedJob(t.job_handle or "", t.runner_metadata))
-    store.finish_trial(t.id, TrialStatus.ABANDONED, failure_reason=f"cancelled on request ({reason})",
-                       failure_class="cancelled")
+    _abandon_here(store, exp, [t], f"cancelled on request ({reason})", "cancelled")
     return {"experiment": name, "trial_index": index, "requested": False, "event_id": None}
