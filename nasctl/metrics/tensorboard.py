@@ -24,6 +24,9 @@ from nasctl.errors import MetricsError
 from nasctl.types import Observation
 
 EVENT_FILE_MARKER = "tfevents"
+RANKS_DIR = "ranks"
+"""The folder under a trial's log dir where the ranks other than 0 of a multi-process
+trial log (nasctl/runners/distributed.py): their files are not the trial's metrics."""
 _HEADER = struct.Struct("<QI")
 _FOOTER = struct.Struct("<I")
 MAX_RECORD_BYTES = 64 * 1024 * 1024
@@ -42,11 +45,12 @@ def _event_cls() -> Any:
 
 
 def event_files(log_dir: str | os.PathLike[str]) -> list[Path]:
-    """Event files anywhere under `log_dir`, in a stable order."""
+    """Event files anywhere under `log_dir` but in `RANKS_DIR` (other ranks' copies), in a stable order."""
     root = Path(log_dir)
     if not root.is_dir():
         return []
-    return sorted(p for p in root.rglob(f"*{EVENT_FILE_MARKER}*") if p.is_file())
+    return sorted(p for p in root.rglob(f"*{EVENT_FILE_MARKER}*")
+                  if p.is_file() and p.relative_to(root).parts[0] != RANKS_DIR)
 
 
 def _scalars(event: Any) -> Iterable[tuple[str, float]]:

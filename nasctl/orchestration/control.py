@@ -63,11 +63,12 @@ def check_spec_runnable(spec: ExperimentSpec, cluster: bool = True) -> None:
         raise BadInputError(f"runner.scheduler {spec.runner.scheduler} runs only trial.function trials",
                             "set trial.function, or use runner.scheduler local_cwd")
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
+    runner.check_nodes(spec.trial.resources.nodes)
     if source.uses_trial_resources:  # a component's role says its own GPUs, checked when it is placed
         res = spec.trial.resources
         runner.check_gpu(res.gpu)
         if cluster:
-            runner.check_resources(res.cpu, res.mem_mb, res.gpu)
+            runner.check_resources(res.cpu, res.mem_mb, res.gpu, res.nodes)
 
 
 def default_work_root() -> str:
@@ -97,7 +98,7 @@ def dryrun(spec: ExperimentSpec, work_root: str) -> dict[str, Any]:
     runner = get_runner(spec.runner.scheduler, spec.runner.cfg)
     refused = None
     try:
-        runner.check_resources(request.cpu, request.mem_mb, request.gpu)
+        runner.check_resources(request.cpu, request.mem_mb, request.gpu, request.nodes)
     except SpecError as e:
         refused = f"{e.message} ({e.hint})" if e.hint else e.message
     return {

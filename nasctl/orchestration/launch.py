@@ -184,9 +184,10 @@ class TrialLauncher:
         return RunningTrial.launched(rec, job, prepared.request.env["NASCTL_LOG_DIR"])
 
     def devices_held(self, prepared: Prepared) -> float:
-        """The devices a trial holds while it runs, for its GPU-hours: `resources.gpu`,
-        a share of each where trials share devices (`runner.cfg.trials_per_device`)."""
-        gpu = float(prepared.request.gpu)
+        """The devices a trial holds while it runs, for its GPU-hours: `resources.gpu`
+        on each of its nodes, a share of each where trials share devices
+        (`runner.cfg.trials_per_device`)."""
+        gpu = float(prepared.request.gpu * prepared.request.nodes)
         inventory = self.runner.device_inventory() if prepared.devices else None
         return gpu / inventory.trials_per_device if inventory is not None else gpu
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nasctl.errors import SpecError
 from nasctl.runners.clock import REAL_CLOCK, Clock
 from nasctl.runners.devices import DeviceInventory
 from nasctl.types import FailureClass
@@ -30,7 +31,11 @@ class JobRequest:
         args: its arguments, parameters already rendered as `--name value`.
         env: extra environment (NASCTL_TRIAL_ID, NASCTL_LOG_DIR, thread counts).
         trial_dir: the trial's own directory; logs and TensorBoard files go there.
-        cpu, mem_mb, gpu: resources per replica.
+        cpu, mem_mb, gpu: resources per node (per replica).
+        nodes: how many nodes the trial spans (`trial.resources.nodes`): a multi-node
+            trial runs `runner.cfg.nproc_per_node` processes on each, under
+            torch.distributed.run with its rendezvous on the first node
+            (nasctl/runners/distributed.py). Only runners with `multi_node` take more than 1.
         preload: modules a local trial may be forked with, already imported
             (`trial.preload`; see nasctl/runners/warm.py). Other runners ignore it.
         attempt: which attempt of the trial this job is (1 first; a retry after an
@@ -49,6 +54,7 @@ class JobRequest:
     gpu: int = 0
     preload: tuple[str, ...] = ()
     attempt: int = 1
+    nodes: int = 1
 
 
 def attempt_suffix(attempt: int) -> str:
@@ -145,6 +151,9 @@ class Runner(abc.ABC):
     RUNNING. False where a job runs as soon as it is submitted (local processes)."""
     """Whether the service should answer every experiment's status query from one
     scheduler query per poll (`nasctl.runners.pool`): True for cluster schedulers."""
+    multi_node: bool = False
+    """Whether a trial may span several nodes (`trial.resources.nodes` above 1): Slurm
+    and Kubernetes; a local or simulated runner has one node."""
 
     @abc.abstractmethod
     def dryrun(self, request: JobRequest) -> str: ...
@@ -188,10 +197,19 @@ class Runner(abc.ABC):
     def check_gpu(self, gpu: int) -> None:
         """Raise SpecError when a trial asking for `gpu` devices can never be placed."""
 
-    def check_resources(self, cpu: int, mem_mb: int, gpu: int) -> None:
-        """Raise SpecError when a trial asking for these resources (`trial.resources`)
-        could never run: no node of the cluster offers that much. Called before
-        anything is submitted; a scheduler that cannot be asked is not checked."""
+    def check_nodes(self, nodes: int) -> None:
+        """Raise SpecError when a trial asks for more nodes than this runner can give one trial."""
+        if nodes > 1 and not self.multi_node:
+            raise SpecError(f"trial.resources.nodes is {nodes}, but runner.scheduler {self.scheduler} runs a trial "
+                            "on one node",
+                            "set trial.resources.nodes: 1 (more processes on one node: runner.cfg.nproc_per_node), "
+                            "or use runner.scheduler slurm or kubernetes")
+
+    def check_resources(self, cpu: int, mem_mb: int, gpu: int, nodes: int = 1) -> None:
+        """Raise SpecError when a trial asking for these resources (`trial.resources`,
+        `cpu`, `mem_mb` and `gpu` on each of `nodes` nodes) could never run: fewer than
+        `nodes` nodes of the cluster offer that much. Called before anything is
+        submitted; a scheduler that cannot be asked is not checked."""
 
 
 def tail_file(path: str, lines: int) -> str:

@@ -53,10 +53,10 @@ from typing import Any
 
 from nasctl.errors import NasctlError, RunnerError, SchedulerUnreachable, SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, SubmittedJob
-from nasctl.runners.launcher import CANCEL_MARKER, EXIT, LAUNCH, read_json
+from nasctl.runners.launcher import CANCEL_MARKER, LAUNCH, exit_record, read_json
 from nasctl.runners.options import Option, RunOptions
 from nasctl.runners.outcome import record_status, settle
-from nasctl.runners.torchx_base import ROLE, TorchXRunner, launched, state_dir, to_appdef
+from nasctl.runners.torchx_base import NPROC_PER_NODE, ROLE, TorchXRunner, launched, state_dir, to_appdef
 from nasctl.types import FailureClass
 
 SCHEDULER = "kubernetes"
@@ -131,6 +131,14 @@ def never_fits(requests: Mapping[str, float], nodes: Sequence[Mapping[str, float
     return None  # each resource fits some node, just not all on one: waiting for room may still clear
 
 
+def pods_held(requests: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> int:
+    """How many pods asking for `requests` the nodes' allocatable holds at once, all nodes together."""
+    asked = {k: v for k, v in requests.items() if v > 0}
+    if not asked:
+        return sys.maxsize
+    return sum(int(min(node.get(k, 0.0) // v for k, v in asked.items())) for node in nodes)
+
+
 def _with_start(job: SubmittedJob, status: JobStatus) -> JobStatus:
     """An ended job's status with when its run began: the launcher's start in the pod,
     from its launch record on the shared volume (a job may end before a poll saw it run)."""
@@ -187,7 +195,7 @@ def launch_handle(sdir: str | None, namespace: str) -> str | None:
 def _status_from_files(sdir: str | None) -> JobStatus | None:
     """The launcher's exit record on the shared volume, or nasctl's record of a
     cancellation, as a status (None if neither exists)."""
-    done = read_json(os.path.join(sdir, EXIT)) if sdir else None
+    done = exit_record(sdir) if sdir else None
     if done is None:
         if sdir and read_json(os.path.join(sdir, CANCELLED)) is not None:
             return JobStatus(JobState.CANCELLED, "the Volcano job was deleted before the trial recorded an exit",
@@ -263,6 +271,7 @@ OPTIONS = RunOptions(
                required=True),
         Option("python", "str", "the interpreter inside the image", "python"),
         Option("api_server", "str", "the API server URL (default: the kubeconfig, as torchx does)"),
+        NPROC_PER_NODE,
     ),
     torchxconfig=True,
 )
@@ -282,9 +291,11 @@ class KubernetesRunner(TorchXRunner):
     options = OPTIONS
     queues = True
     shared_status = True
+    multi_node = True
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
         super().__init__(cfg)
+        self.nproc_per_node: int = self.own["nproc_per_node"]
         self.image = str(self.own["image"])
         self.claim = str(self.own["log_volume_claim"])
         self.mount_path = os.path.abspath(str(self.own["log_mount_path"]))
@@ -315,20 +326,27 @@ class KubernetesRunner(TorchXRunner):
                             f"run nasctl with --workdir under {self.mount_path} so pods and nasctl share it")
 
     def appdef(self, request: JobRequest) -> Any:
-        from torchx.specs import VolumeMount
+        from torchx.specs import VolumeMount, macros
 
         self._check_shared(request)
         sdir = state_dir(request)
         # the orchestrator's interpreter path means nothing in the image: use the image's python
         entry = self.python if request.entrypoint == sys.executable else request.entrypoint
-        launcher = launched(self.python, request, [entry, *request.args])
+        distributed = request.nodes > 1 or self.nproc_per_node > 1
+        # each pod is one node: TorchX fills in its replica id and the variable that holds
+        # pod 0's address (the launcher starts torch.distributed.run with them)
+        node_args = ["--node-rank", macros.replica_id, "--rank0-env", macros.rank0_env] if distributed else None
+        launcher = launched(self.python, request, [entry, *request.args], self.nproc_per_node, node_args)
         # output goes to the pod log and, through tee, to the shared volume (it outlives the pod)
         script = (f"mkdir -p {shlex.quote(sdir)} && "
                   f"exec > >(tee -a {shlex.quote(os.path.join(sdir, STDOUT))}) "
                   f"2> >(tee -a {shlex.quote(os.path.join(sdir, STDERR))} >&2) && "
                   f"exec {shlex.join(launcher)}")
         app = to_appdef(request, image=self.image, entrypoint="bash", args=["-c", script])
-        app.roles[0].mounts = [VolumeMount(src=self.claim, dst_path=self.mount_path)]
+        role = app.roles[0]
+        role.mounts = [VolumeMount(src=self.claim, dst_path=self.mount_path)]
+        role.num_replicas = request.nodes
+        role.resource.cpu = request.cpu * self.nproc_per_node
         return app
 
     def manifests(self, request: JobRequest) -> dict[str, Any]:
@@ -380,23 +398,30 @@ class KubernetesRunner(TorchXRunner):
             nodes.append({k: quantity(str(v)) for k, v in allocatable.items() if _is_quantity(str(v))})
         return nodes
 
-    def check_resources(self, cpu: int, mem_mb: int, gpu: int) -> None:
+    def check_resources(self, cpu: int, mem_mb: int, gpu: int, nodes: int = 1) -> None:
         """Refuse, before anything is created, a pod no node could ever hold: its requests
-        (what TorchX asks for `trial.resources`) above every node's allocatable. Nothing is
-        checked when the nodes cannot be listed."""
-        nodes = self._nodes()
-        if not nodes:
+        (what TorchX asks for `trial.resources`) above every node's allocatable; and a
+        multi-node trial whose `nodes` pods (scheduled as a gang) the whole cluster could
+        not hold at once. Nothing is checked when the nodes cannot be listed."""
+        offers = self._nodes()
+        if not offers:
             return
         probe = JobRequest("nasctl-check", self.python, [], {}, os.path.join(self.mount_path, "nasctl-check"),
                            cpu=cpu, mem_mb=mem_mb, gpu=gpu)
         wanted = pod_requests(self._dryrun_info(probe))
-        missing = never_fits(wanted, nodes)
+        missing = never_fits(wanted, offers)
         if missing is not None:
             key, most = missing
             source = {"cpu": "trial.resources.cpu", "memory": "trial.resources.mem_mb"}.get(key, "trial.resources.gpu")
             raise SpecError(f"{source} makes each pod request {wanted[key]:g} {_UNITS.get(key, key)}, but no node "
                             f"of the Kubernetes cluster offers more than {most:g}: the pod could never be scheduled",
                             f"lower {source}")
+        room = pods_held(wanted, offers)
+        if room < nodes:
+            raise SpecError(f"trial.resources.nodes asks for {nodes} pods, but the Kubernetes cluster's "
+                            f"{len(offers)} node{'s' if len(offers) != 1 else ''} can hold {room} such pods at once: "
+                            "the trial could never be scheduled",
+                            f"lower trial.resources.nodes to at most {room}, or trial.resources")
 
     def _list(self, namespace: str) -> dict[str, dict[str, Any]]:
         try:
@@ -441,7 +466,7 @@ class KubernetesRunner(TorchXRunner):
                 pods: Mapping[str, dict[str, Any]] | str) -> JobStatus:
         """A Failed or Terminated Volcano Job: the pod's reason, then the exit record, then the container."""
         sdir = job.metadata.get("state_dir")
-        record = read_json(os.path.join(sdir, EXIT)) if sdir else None
+        record = exit_record(sdir) if sdir else None
         pod = pods.get(name) if not isinstance(pods, str) else None
         from_pod = pod_status(pod) if pod is not None else None
         if from_pod is None:
@@ -558,5 +583,5 @@ def create_runner(cfg: Mapping[str, Any] | None = None) -> KubernetesRunner:
     return KubernetesRunner(cfg)
 
 
-__all__ = ["OPTIONS", "KubernetesRunner", "create_runner", "never_fits", "parse_handle", "pending_reason", "pod_requests",
+__all__ = ["OPTIONS", "KubernetesRunner", "create_runner", "never_fits", "parse_handle", "pods_held", "pending_reason", "pod_requests",
            "pod_status", "quantity"]

@@ -42,6 +42,12 @@ signal at all: Slurm signals every process of the step itself, and a second
 delivery would make the trial see each warning twice, or kill it with a second
 SIGTERM while it exits in good order.
 
+A multi-node trial (`--nnodes N`, see nasctl/runners/distributed.py) runs one
+launcher per node, each starting torch.distributed.run for its node. Node 0 keeps
+the claim, `launch.json` and `exit.json` as above; node k > 0 waits for node 0's
+claim, runs nothing when it names another job (a duplicate submission), and
+records its own part in `node-<k>.json`.
+
 With `NASCTL_WARM_SOCKET` set (see `nasctl.runners.warm`), the training
 process is forked by the warm server instead of started here; `launch.json`
 then says `"warm": true`, and everything else is the same.
@@ -64,6 +70,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nasctl.runners.distributed import multi_node_command, node_name, node_placement, rank_records
+from nasctl.runners.outcome import first_failure
 from nasctl.runners.warm import SOCKET_ENV, create_time, start_warm
 
 DUPLICATE_EXIT = 75
@@ -74,6 +82,8 @@ CHECKPOINT_DIR_ENV, RESUME_ENV, CHECKPOINT_FILE = "NASCTL_CHECKPOINT_DIR", "NASC
 """The checkpoint contract (see nasctl/orchestration/fidelity.py): a restart resumes from CHECKPOINT_FILE."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 WARNING_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
+FOLLOW_WAIT_SECONDS = 300.0
+"""How long a node other than 0 of a multi-node trial waits for node 0 to claim the trial."""
 CHECKPOINT_REQUEST = "checkpoint.request"
 """Written in `$NASCTL_CHECKPOINT_DIR` when a warning signal arrives: save soon."""
 
@@ -121,6 +131,18 @@ def read_json(path: str) -> dict[str, Any] | None:
         return data if isinstance(data, dict) else None
     except (OSError, ValueError):
         return None
+
+
+def exit_record(sdir: str) -> dict[str, Any] | None:
+    """The attempt's exit record (`exit.json`), None before there is one. For a trial run
+    by several processes (nasctl/runners/distributed.py) that did not exit 0, it carries
+    `failed_rank`: the record of the first rank that failed on its own, the cause of the
+    others' ends (they lost their peer, or the scheduler stopped them)."""
+    record = read_json(os.path.join(sdir, EXIT))
+    if record is None or record.get("returncode") == 0:
+        return record
+    first = first_failure(rank_records(sdir))
+    return {**record, "failed_rank": first} if first is not None else record
 
 
 def mark_cancel(sdir: str | None, handle: str) -> str | None:
@@ -304,6 +326,7 @@ def _launch_info(cmd: list[str], carried: dict[str, Any]) -> dict[str, Any]:
         "pid": os.getpid(),
         "create_time": create_time(os.getpid()),
         "host": socket.gethostname(),
+        "node": node_name(os.environ),
         "torchx_job_id": os.environ.get("TORCHX_JOB_ID"),
         "stdout": _fd_target(1),
         "stderr": _fd_target(2),
@@ -345,9 +368,54 @@ def _run_trial(sdir: str, cmd: list[str], info: dict[str, Any], relay: _Relay) -
     return rc if rc >= 0 else 128 - rc
 
 
+def _node_command(args: argparse.Namespace, cmd: list[str], sdir: str) -> tuple[int, list[str]]:
+    """This node's rank and what it runs: for a multi-node trial (`--nnodes` above 1),
+    torch.distributed.run on this node with the rendezvous on node 0 (see
+    nasctl/runners/distributed.py); otherwise node 0 and `cmd` as given."""
+    if args.nnodes <= 1:
+        return 0, cmd
+    node_rank, host, port = node_placement(os.environ, args.node_rank, args.rank0_env)
+    return node_rank, multi_node_command(cmd, args.nnodes, args.nproc_per_node, node_rank, (host, port), sdir)
+
+
+def _follow(sdir: str, identity: str | None, node_rank: int, cmd: list[str]) -> int:
+    """Node `node_rank` > 0 of a multi-node trial: run its part once node 0 has claimed the
+    trial for this same job (a duplicate submission's nodes run nothing), record it in
+    `node-<rank>.json`. Node 0 keeps the trial's claim, launch and exit records."""
+    deadline = time.monotonic() + FOLLOW_WAIT_SECONDS
+    while True:
+        claimed = read_claim(sdir)
+        if claimed and claimed.get("job") is not None:
+            break
+        if time.monotonic() > deadline:
+            _say(f"node {node_rank}: node 0 did not claim the trial within {FOLLOW_WAIT_SECONDS:.0f} s; not running")
+            return DUPLICATE_EXIT
+        time.sleep(0.2)
+    if identity is None or claimed.get("job") != identity:
+        _say(f"node {node_rank}: the trial was claimed by {claimed.get('job')}, not this job; not running it twice")
+        return DUPLICATE_EXIT
+    done = read_json(os.path.join(sdir, EXIT))
+    if done is not None and done.get("returncode") == 0 and not done.get("cancelled"):
+        return 0
+    path = os.path.join(sdir, f"node-{node_rank}.json")
+    info = {**_launch_info(cmd, {}), "node_rank": node_rank}
+    write_json_atomic(path, info)
+    relay = _Relay()
+    child = subprocess.Popen(cmd, preexec_fn=_ignore_warnings)
+    relay.attach(child.send_signal)
+    rc = child.wait()
+    write_json_atomic(path, {**info, "child_pid": child.pid, "returncode": rc, "ended": time.time()})
+    return rc if rc >= 0 else 128 - rc
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nasctl.runners.launcher")
     p.add_argument("--state-dir", required=True)
+    p.add_argument("--nnodes", type=int, default=1, help="nodes of a multi-node trial (one launcher on each)")
+    p.add_argument("--nproc-per-node", type=int, default=1, help="processes per node of a multi-node trial")
+    p.add_argument("--node-rank", type=int, default=None, help="this node's rank (default: SLURM_NODEID)")
+    p.add_argument("--rank0-env", default=None,
+                   help="the environment variable that holds node 0's address (default: Slurm's first host)")
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -356,6 +424,13 @@ def main(argv: list[str] | None = None) -> int:
     sdir = args.state_dir
     os.makedirs(sdir, exist_ok=True)
     identity = job_identity(os.environ)
+    try:
+        node_rank, cmd = _node_command(args, cmd, sdir)
+    except RuntimeError as e:
+        _say(str(e))
+        return 2
+    if node_rank > 0:
+        return _follow(sdir, identity, node_rank, cmd)
     kind, claimed = claim(sdir, identity)
     if kind == "duplicate":
         print(f"trial already launched (found {os.path.join(sdir, CLAIM)}, claimed by "
@@ -367,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         if prepared is None:
             return 0
         carried = prepared
+    if args.nnodes > 1:
+        carried.update(nodes=args.nnodes, node_rank=0)
     info = _launch_info(cmd, carried)
     write_json_atomic(os.path.join(sdir, LAUNCH), info)
     if kind == "restart":

@@ -35,10 +35,11 @@ from nasctl.runners import warm
 from nasctl.runners.base import JobRequest, JobState, JobStatus, SubmittedJob, tail_file
 from nasctl.runners.devices import (DeviceInventory, check_devices, check_gpu_request, check_trials_per_device,
                                     resolve_inventory)
-from nasctl.runners.launcher import CANCEL_MARKER, CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, read_claim, read_json
+from nasctl.runners.launcher import CANCEL_MARKER, CLAIM, DUPLICATE_EXIT, EXIT, LAUNCH, exit_record, read_claim, read_json
 from nasctl.runners.options import Option, RunOptions
 from nasctl.runners.outcome import record_status
-from nasctl.runners.torchx_base import NPROC_PER_NODE, ROLE, TorchXRunner, launched, state_dir, to_appdef, torchrun
+from nasctl.runners.distributed import single_node_command
+from nasctl.runners.torchx_base import NPROC_PER_NODE, ROLE, TorchXRunner, launched, state_dir, to_appdef
 from nasctl.types import FailureClass
 
 START_GRACE_SECONDS = 120.0  # a submitted job that has not written launch.json by then never started
@@ -129,7 +130,7 @@ class LocalRunner(TorchXRunner):
         check_gpu_request(gpu, self.device_inventory(), self.nproc_per_node)
 
     def _command(self, request: JobRequest) -> list[str]:
-        return torchrun([request.entrypoint, *request.args], self.nproc_per_node)
+        return single_node_command([request.entrypoint, *request.args], self.nproc_per_node, state_dir(request))
 
     def _new_client(self) -> Any:
         from torchx.runner import get_runner
@@ -236,7 +237,7 @@ class LocalRunner(TorchXRunner):
         if not sdir:
             return JobStatus(JobState.UNKNOWN, "no state directory recorded for this job")
         known = self._reap(job)
-        done = read_json(os.path.join(sdir, EXIT))
+        done = exit_record(sdir)
         launch = read_json(os.path.join(sdir, LAUNCH))
         node = str(launch["host"]) if launch and launch.get("host") else None
         if done is not None:

@@ -144,8 +144,11 @@ class PooledRunner(Runner):
     def check_gpu(self, gpu: int) -> None:
         self.inner.check_gpu(gpu)
 
-    def check_resources(self, cpu: int, mem_mb: int, gpu: int) -> None:
-        self.inner.check_resources(cpu, mem_mb, gpu)
+    def check_nodes(self, nodes: int) -> None:
+        self.inner.check_nodes(nodes)
+
+    def check_resources(self, cpu: int, mem_mb: int, gpu: int, nodes: int = 1) -> None:
+        self.inner.check_resources(cpu, mem_mb, gpu, nodes)
 
 
 __all__ = ["PooledRunner", "StatusPool"]

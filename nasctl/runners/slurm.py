@@ -57,10 +57,10 @@ from typing import Any
 
 from nasctl.errors import NasctlError, RunnerError, SchedulerUnreachable, SpecError
 from nasctl.runners.base import JobRequest, JobState, JobStatus, SubmittedJob
-from nasctl.runners.launcher import DUPLICATE_EXIT, EXIT, LAUNCH, read_json
+from nasctl.runners.launcher import DUPLICATE_EXIT, LAUNCH, exit_record, read_json
 from nasctl.runners.options import Option, RunOptions
 from nasctl.runners.outcome import settle
-from nasctl.runners.torchx_base import NPROC_PER_NODE, TorchXRunner, launched, state_dir, to_appdef, torchrun
+from nasctl.runners.torchx_base import NPROC_PER_NODE, TorchXRunner, launched, state_dir, to_appdef
 from nasctl.types import FailureClass
 
 SCHEDULER = "slurm"
@@ -222,11 +222,13 @@ def partition_offers(partition: str | None) -> tuple[str, list[NodeOffer]] | Non
 
 
 def check_fits(partition: str, offers: Sequence[NodeOffer], cpus: int, mem_mb: int, gpus: int,
-               cpu_source: str = "trial.resources.cpu") -> None:
-    """Refuse a request that no node of the partition can ever run.
+               cpu_source: str = "trial.resources.cpu", nodes: int = 1) -> None:
+    """Refuse a request that no node of the partition can ever run, or, for a trial
+    spanning `nodes` nodes, fewer than that many nodes can.
 
     Raises:
-        SpecError: names the resource, what was asked and the most any node has.
+        SpecError: names the resource, what was asked and the most any node has, or
+            how many nodes fit.
     """
     asked = {"cpu": (cpus, "CPUs", cpu_source), "mem_mb": (mem_mb, "MB of memory", "trial.resources.mem_mb"),
              "gpu": (gpus, "GPUs", "trial.resources.gpu")}
@@ -238,10 +240,18 @@ def check_fits(partition: str, offers: Sequence[NodeOffer], cpus: int, mem_mb: i
                             f"has more than {most[key]}: the job could never run",
                             f"lower {source.split(' ')[0]} to at most {most[key]}, or choose another partition "
                             "(runner.cfg.partition)")
-    if not any(o.cpus >= cpus and o.mem_mb >= mem_mb and o.gpus >= gpus for o in offers):
+    fit = sum(1 for o in offers if o.cpus >= cpus and o.mem_mb >= mem_mb and o.gpus >= gpus)
+    if not fit:
         raise SpecError(f"no node of Slurm partition {partition!r} has {cpus} CPUs, {mem_mb} MB and {gpus} GPUs "
                         "at once: the job could never run",
                         "lower trial.resources, or choose another partition (runner.cfg.partition)")
+    if fit < nodes:
+        which = f"{len(offers)} node{'s' if len(offers) != 1 else ''}"
+        raise SpecError(f"trial.resources.nodes asks for {nodes} nodes, but Slurm partition {partition!r} has "
+                        f"{which}, {fit} of them with {cpus} CPUs, {mem_mb} MB and {gpus} GPUs: the job could "
+                        "never run",
+                        f"lower trial.resources.nodes to at most {fit}, or choose another partition "
+                        "(runner.cfg.partition)")
 
 
 def check_signal(value: object) -> str:
@@ -389,24 +399,25 @@ class SlurmRunner(TorchXRunner):
     options = OPTIONS
     shared_status = True
     queues = True
+    multi_node = True
 
     def __init__(self, cfg: Mapping[str, Any] | None = None) -> None:
         super().__init__(cfg)
         self.nproc_per_node: int = self.own["nproc_per_node"]
         self.signal: str | None = self.own["signal"]
 
-    def check_resources(self, cpu: int, mem_mb: int, gpu: int) -> None:
-        """Refuse, before anything is submitted, a request no node of the partition can
-        satisfy (`sinfo`); nothing is checked when Slurm cannot be asked."""
+    def check_resources(self, cpu: int, mem_mb: int, gpu: int, nodes: int = 1) -> None:
+        """Refuse, before anything is submitted, a request fewer than `nodes` nodes of the
+        partition can satisfy (`sinfo`); nothing is checked when Slurm cannot be asked."""
         found = partition_offers(self.cfg.get("partition"))
         if found is None:
             return
         source = "trial.resources.cpu" if self.nproc_per_node == 1 else \
             f"trial.resources.cpu x runner.cfg.nproc_per_node ({cpu} x {self.nproc_per_node})"
-        check_fits(found[0], found[1], cpu * self.nproc_per_node, mem_mb, gpu, source)
+        check_fits(found[0], found[1], cpu * self.nproc_per_node, mem_mb, gpu, source, nodes)
 
     def appdef(self, request: JobRequest) -> Any:
-        cmd = launched(sys.executable, request, torchrun([request.entrypoint, *request.args], self.nproc_per_node))
+        cmd = launched(sys.executable, request, [request.entrypoint, *request.args], self.nproc_per_node)
         app = to_appdef(request, image=os.getcwd(), entrypoint=cmd[0], args=cmd[1:])
         role = app.roles[0]
         role.name = request.name
@@ -428,6 +439,13 @@ class SlurmRunner(TorchXRunner):
             replica.srun_opts["open-mode"] = "append"
             if self.signal:
                 replica.sbatch_opts["signal"] = self.signal
+            if request.nodes > 1:
+                # one task per node (TorchX's default --ntasks-per-node=1), each starting its
+                # node's processes; a lost node ends the attempt, which nasctl retries from its
+                # checkpoint as a new job: Slurm does not requeue it, so no half job waits
+                replica.sbatch_opts["nodes"] = str(request.nodes)
+                replica.sbatch_opts.pop("requeue", None)
+                replica.sbatch_opts["no-requeue"] = None
         return info
 
     def dryrun(self, request: JobRequest) -> str:
@@ -522,7 +540,7 @@ class SlurmRunner(TorchXRunner):
             sdir = job.metadata.get("state_dir")
             record = None
             if st.state.is_terminal and sdir:
-                record = read_json(os.path.join(sdir, EXIT))
+                record = exit_record(sdir)
                 st = settle(st, record)
                 if record is None and st.state != JobState.SUCCEEDED and os.path.exists(os.path.join(sdir, LAUNCH)):
                     unsettled[job.handle] = owner or str(jid)

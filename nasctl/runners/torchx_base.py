@@ -13,12 +13,12 @@ from __future__ import annotations
 import abc
 import contextlib
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from nasctl.errors import NasctlError, RunnerError
 from nasctl.runners.base import JobRequest, Runner, SubmittedJob, attempt_suffix, tail_file
+from nasctl.runners.distributed import single_node_command
 from nasctl.runners.launcher import mark_cancel
 from nasctl.runners.options import Option, RunOptions, positive_int
 
@@ -27,7 +27,8 @@ ROLE = "trial"
 
 NPROC_PER_NODE = Option(
     "nproc_per_node", "int",
-    "run each trial under torch.distributed.run --standalone with that many processes (TorchX's dist.ddp, one node)",
+    "run each trial under torch.distributed.run with that many processes per node (TorchX's dist.ddp; "
+    "trial.resources.nodes says how many nodes)",
     1, positive_int("nproc_per_node", "nproc_per_node: 2"))
 
 
@@ -55,22 +56,21 @@ def state_dir(request: JobRequest) -> str:
     return os.path.join(request.trial_dir, "job" + attempt_suffix(request.attempt))
 
 
-def launched(python: str, request: JobRequest, command: Sequence[str]) -> list[str]:
-    """`command` wrapped in the launcher that claims the trial and records its exit."""
-    return [python, "-m", "nasctl.runners.launcher", "--state-dir", state_dir(request), "--", *command]
+def launched(python: str, request: JobRequest, command: Sequence[str], nproc_per_node: int = 1,
+             node_args: Sequence[str] | None = None) -> list[str]:
+    """`command` wrapped in the launcher that claims the trial and records its exit.
 
-
-def torchrun(command: Sequence[str], nproc_per_node: int) -> list[str]:
-    """`command` run by `nproc_per_node` processes on one node (TorchX's dist.ddp); as is for 1.
-
-    Every process inherits the trial's environment (CUDA_VISIBLE_DEVICES: LOCAL_RANK r uses
-    its r-th share of the devices)."""
-    cmd = list(command)
-    if nproc_per_node <= 1:
-        return cmd
-    program = cmd[1:] if os.path.abspath(cmd[0]) == os.path.abspath(sys.executable) else ["--no-python", *cmd]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-            "--nproc_per_node", str(nproc_per_node), *program]
+    On one node with `nproc_per_node` above 1 the launcher runs it under
+    torch.distributed.run --standalone (TorchX's dist.ddp), spelled out here. A
+    multi-node request (`request.nodes` above 1), or any request when `node_args` is
+    given (Kubernetes: the node rank and node 0's address as TorchX macros), has the
+    launcher on each node start torch.distributed.run itself, with that node's rank and
+    the rendezvous on node 0 (nasctl/runners/distributed.py)."""
+    head = [python, "-m", "nasctl.runners.launcher", "--state-dir", state_dir(request)]
+    if request.nodes <= 1 and node_args is None:
+        return [*head, "--", *single_node_command(command, nproc_per_node, state_dir(request))]
+    return [*head, "--nnodes", str(request.nodes), "--nproc-per-node", str(nproc_per_node), *(node_args or ()),
+            "--", *command]
 
 
 class TorchXRunner(Runner):
@@ -196,4 +196,4 @@ class TorchXRunner(Runner):
         self._runner = None
 
 
-__all__ = ["NPROC_PER_NODE", "ROLE", "TorchXRunner", "launched", "state_dir", "to_appdef", "torchrun"]
+__all__ = ["NPROC_PER_NODE", "ROLE", "TorchXRunner", "launched", "state_dir", "to_appdef"]

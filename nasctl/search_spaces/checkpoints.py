@@ -58,11 +58,14 @@ def save_checkpoint(trainer: pl.Trainer, path: str) -> None:
     The checkpoint goes to a temporary file in the same folder, is fsynced and
     then renamed over `path` (and the folder fsynced), so whoever reads `path`,
     a retry after a kill at any moment included, finds the previous checkpoint
-    or the new one, never part of one."""
+    or the new one, never part of one. In a data-parallel trial every rank calls it
+    and only rank 0 writes (the checkpoint nasctl reads is rank 0's)."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = path + ".tmp"
-    trainer.save_checkpoint(tmp)
+    trainer.save_checkpoint(tmp)  # every rank of a data-parallel trial takes part; rank 0 writes
+    if not trainer.is_global_zero:
+        return
     _fsync(tmp)
     os.replace(tmp, path)
     _fsync(folder)
@@ -170,6 +173,7 @@ class CheckpointCallback(pl.Callback):
         # its own raises an exception at the next batch, before anything is saved
         self.flags.install()
         self.start_epoch, self.start_step = trainer.current_epoch, trainer.global_step
+        self._agree(trainer)
         if self.flags.stop:  # nothing trained yet in this attempt: nothing new to save
             self._stop(trainer, saved=False)
 
@@ -178,6 +182,7 @@ class CheckpointCallback(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any,
                            batch: Any, batch_idx: int) -> None:
+        self._agree(trainer)
         if self.flags.save and not self.stopped:
             self._save(trainer, on_request=True)
 
@@ -189,6 +194,13 @@ class CheckpointCallback(pl.Callback):
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         _flush_loggers(trainer)
+
+    def _agree(self, trainer: pl.Trainer) -> None:
+        """In a data-parallel trial, a signal one rank got is every rank's: they save
+        (a collective step) and stop at the same batch."""
+        if trainer.world_size > 1:
+            self.flags.save = trainer.strategy.reduce_boolean_decision(self.flags.save, all=False)
+            self.flags.stop = trainer.strategy.reduce_boolean_decision(self.flags.stop, all=False)
 
     def _save(self, trainer: pl.Trainer, *, on_request: bool) -> None:
         self.flags.save = False  # before saving: a signal during the save asks for another

@@ -20,6 +20,15 @@ the chosen dataset, and then, following the trial contract:
 SIGTERM stops training at the next batch's end, after a checkpoint: the trial
 then reports no result and ends by SIGTERM, as a process killed outright does.
 
+Data-parallel: started by torch.distributed.run (`runner.cfg.nproc_per_node`,
+`trial.resources.nodes`; see nasctl/runners/distributed.py), each process trains
+its share with Lightning's DDP (a DistributedSampler each, gloo on CPU, nccl on
+CUDA, one device per process by LOCAL_RANK); `batch_size` stays the global batch
+(each process takes batch_size / WORLD_SIZE) and validation metrics are averaged
+over the ranks. Only rank 0 writes what nasctl reads: TensorBoard files (Lightning's
+logger), trial_info.json and the checkpoint; a signal any rank gets makes every
+rank save and stop at the same batch.
+
 Precision: `fp32`; `bf16` (autocast to bfloat16, on CPU and CUDA); `fp16`
 (autocast to float16 with a gradient scaler, CUDA only). Weights stay fp32.
 `channels_last` puts the model and its 4-D inputs in torch.channels_last
@@ -148,7 +157,10 @@ def measure_costs(
 
 
 def write_info(log_dir: str, info: dict[str, Any]) -> None:
-    """Write trial_info.json atomically (the orchestrator may read it at any time)."""
+    """Write trial_info.json atomically (the orchestrator may read it at any time); in a
+    data-parallel trial only rank 0 does (the others' would say the same)."""
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
     os.makedirs(log_dir, exist_ok=True)
     path = os.path.join(log_dir, TRIAL_INFO_FILE)
     tmp = path + ".tmp"
@@ -334,10 +346,14 @@ def fit(model: Any, train: Any, val: Any, args: argparse.Namespace, logger: Any,
     import pytorch_lightning as pl
     from torch.utils.data import DataLoader
 
+    world, per_node = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    parallel: dict[str, Any] = {"devices": 1}
+    if world > 1:  # started by torch.distributed.run: one device (or CPU) per process, gloo or nccl
+        parallel = {"devices": per_node, "num_nodes": world // per_node, "strategy": "ddp"}
     trainer = pl.Trainer(
         max_epochs=args.epochs,
         accelerator="auto",
-        devices=1,
+        **parallel,
         precision=LIGHTNING_PRECISION[args.precision],  # type: ignore[arg-type]
         logger=logger,
         callbacks=[saver],
@@ -349,7 +365,9 @@ def fit(model: Any, train: Any, val: Any, args: argparse.Namespace, logger: Any,
     )
     trainer.fit(
         model,
-        DataLoader(train, batch_size=args.batch_size, shuffle=True),
+        # batch_size is the global batch: each of `world` processes takes its share of it
+        # (Lightning gives each a DistributedSampler), so one step sees what one process would
+        DataLoader(train, batch_size=max(1, args.batch_size // world), shuffle=True),
         DataLoader(val, batch_size=512),
         ckpt_path=resume,
     )
@@ -377,14 +395,15 @@ def lightning_classifier(net: torch.nn.Module, args: argparse.Namespace) -> Any:
         def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> torch.Tensor:
             x, t = batch
             loss = F.cross_entropy(self(x), t)
-            self.log("train_loss", loss, on_step=False, on_epoch=True)
+            self.log("train_loss", loss, on_step=False, on_epoch=True, sync_dist=True)
             return loss
 
         def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], _: int) -> None:
             x, t = batch
             logits = self(x)
-            self.log("val_loss", F.cross_entropy(logits.float(), t), on_epoch=True)
-            self.log("val_acc", (logits.argmax(-1) == t).float().mean(), on_epoch=True)
+            # sync_dist: averaged over the ranks, each of which validates its share
+            self.log("val_loss", F.cross_entropy(logits.float(), t), on_epoch=True, sync_dist=True)
+            self.log("val_acc", (logits.argmax(-1) == t).float().mean(), on_epoch=True, sync_dist=True)
 
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.Adam(self.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)

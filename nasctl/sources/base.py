@@ -126,4 +126,4 @@ def python_request(source: TrialSource, trial: TrialSpec, launch: TrialLaunch, a
     """A job that runs this environment's Python with `args`, on `trial.resources`."""
     r = trial.resources
     return JobRequest(launch.job_name, sys.executable, list(args), trial_env(launch, r.cpu, code_dir),
-                      launch.trial_dir, r.cpu, r.mem_mb, r.gpu, preload=source.preload(trial))
+                      launch.trial_dir, r.cpu, r.mem_mb, r.gpu, preload=source.preload(trial), nodes=r.nodes)

@@ -58,7 +58,7 @@ class ComponentSource(TrialSource):
         job = component_job(target, launch.arguments, launch.log_dir, launch.index)
         env = {**job.env, **trial_env(launch, job.cpu, trial.code_dir)}
         return JobRequest(launch.job_name, job.entrypoint, job.args, env, launch.trial_dir, job.cpu, job.mem_mb,
-                          job.gpu)
+                          job.gpu, nodes=trial.resources.nodes)
 
 
 LOG_DIR_ARGS = ("log_dir", "log_path")
@@ -143,7 +143,8 @@ def component_job(target: str, values: Mapping[str, Any], log_dir: str, index: i
 
     Raises:
         BadInputError: the component fails, returns no AppDef, or has several
-            roles or replicas (use the runner's `nproc_per_node` for those).
+            roles or replicas (use the runner's `nproc_per_node` and `trial.resources.nodes`
+            for those).
     """
     fn = load_component(target)
     kwargs, extra, refused = _split(fn, values)
@@ -167,7 +168,8 @@ def component_job(target: str, values: Mapping[str, Any], log_dir: str, index: i
     role = roles[0]
     if role.num_replicas != 1:
         raise BadInputError(f"trial.component {target} asks for {role.num_replicas} replicas",
-                            "use 1 replica; for multi-process trials set runner.cfg.nproc_per_node")
+                            "use 1 replica; for multi-process trials set runner.cfg.nproc_per_node, "
+                            "for multi-node ones trial.resources.nodes")
     entrypoint = role.entrypoint
     if entrypoint in ("python", "python3"):
         entrypoint = sys.executable  # the orchestrator's environment, where nasctl and the trainer live

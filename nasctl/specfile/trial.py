@@ -20,6 +20,11 @@ class Resources(_Model):
     cpu: int = Field(default=1, ge=1, le=1024)
     mem_mb: int = Field(default=2000, ge=64)
     gpu: int = Field(default=0, ge=0, le=64)
+    nodes: int = Field(
+        default=1, ge=1, le=1024,
+        description="nodes per trial: a multi-node data-parallel trial runs runner.cfg.nproc_per_node processes "
+                    "on each (Slurm and Kubernetes; cpu, mem_mb and gpu are per node)",
+    )
 
 
 _MODULE = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
