@@ -137,12 +137,21 @@ def exit_record(sdir: str) -> dict[str, Any] | None:
     """The attempt's exit record (`exit.json`), None before there is one. For a trial run
     by several processes (nasctl/runners/distributed.py) that did not exit 0, it carries
     `failed_rank`: the record of the first rank that failed on its own, the cause of the
-    others' ends (they lost their peer, or the scheduler stopped them)."""
+    others' ends (they lost their peer, or the scheduler stopped them). Such a failure
+    is the record even where node 0's launcher could not write one: a scheduler that
+    stops a job when one of its tasks fails (srun --kill-on-bad-exit) kills the
+    launcher too, when its processes outlive the grace period."""
     record = read_json(os.path.join(sdir, EXIT))
-    if record is None or record.get("returncode") == 0:
+    if record is not None and record.get("returncode") == 0:
         return record
     first = first_failure(rank_records(sdir))
-    return {**record, "failed_rank": first} if first is not None else record
+    if first is None:
+        return record
+    if record is None:
+        if os.path.exists(os.path.join(sdir, CANCEL_MARKER)):
+            return None  # nasctl stopped it: the ranks' ends say nothing of their own
+        return {"returncode": first.get("returncode"), "ended": first.get("ended"), "failed_rank": first}
+    return {**record, "failed_rank": first}
 
 
 def mark_cancel(sdir: str | None, handle: str) -> str | None:

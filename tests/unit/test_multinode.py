@@ -167,6 +167,13 @@ def test_the_first_rank_to_fail_on_its_own_is_the_jobs_reason(tmp_path: Path) ->
     # a segfault is the rank's own failure; a SIGTERM is not
     assert first_failure([{"rank": 3, "ended": 1.0, "signal": "SIGSEGV", "returncode": -11},
                           {"rank": 4, "ended": 0.5, "signal": "SIGTERM", "returncode": -15}])["rank"] == 3
+    # node 0's launcher killed before it could write its record (srun --kill-on-bad-exit)
+    (sdir / "exit.json").unlink()
+    record = exit_record(str(sdir))
+    assert record is not None and record["failed_rank"]["rank"] == 1 and record["returncode"] == 3
+    assert settle(slurm, record).failure_class == FailureClass.USER
+    (sdir / "cancelled.json").write_text("{}")  # nasctl stopped it: no rank's end is the cause
+    assert exit_record(str(sdir)) is None
     write_json_atomic(str(sdir / "exit.json"), {"returncode": 0, "ended": 104.0})
     assert "failed_rank" not in (exit_record(str(sdir)) or {})
 

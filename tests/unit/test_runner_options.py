@@ -14,7 +14,7 @@ from nasctl.runners.kubernetes import OPTIONS as K8S_OPTIONS
 from nasctl.runners.local import OPTIONS as LOCAL_OPTIONS
 from nasctl.runners.options import torchx_run_opts
 from nasctl.runners.slurm import OPTIONS as SLURM_OPTIONS
-from nasctl.runners.torchx_base import torchrun
+from nasctl.runners.distributed import single_node_command
 
 K8S = {"queue": "research", "image": "ghcr.io/x/nasctl:1", "log_volume_claim": "runs", "log_mount_path": "/mnt/n"}
 
@@ -77,10 +77,11 @@ def test_a_null_value_means_the_default() -> None:
     assert get_runner("local_cwd", {"nproc_per_node": None}).nproc_per_node == 1  # type: ignore[attr-defined]
 
 
-def test_torchrun_wraps_python_and_other_programs() -> None:
+def test_torchrun_runs_any_program_under_the_rank_wrapper() -> None:
     import sys
 
-    assert torchrun(["/bin/prog", "-x"], 1) == ["/bin/prog", "-x"]
-    ddp = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2"]
-    assert torchrun([sys.executable, "-m", "mod"], 2) == [*ddp, "-m", "mod"]
-    assert torchrun(["/bin/prog", "-x"], 2) == [*ddp, "--no-python", "/bin/prog", "-x"]
+    assert single_node_command(["/bin/prog", "-x"], 1, "/t/job") == ["/bin/prog", "-x"]
+    ddp = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
+           "-m", "nasctl.runners.distributed", "--state-dir", "/t/job", "--"]
+    assert single_node_command([sys.executable, "-m", "mod"], 2, "/t/job") == [*ddp, sys.executable, "-m", "mod"]
+    assert single_node_command(["/bin/prog", "-x"], 2, "/t/job") == [*ddp, "/bin/prog", "-x"]

@@ -2,6 +2,7 @@
 
 Every process joins a gloo process group and all-reduces its rank; rank 0 logs
 `world_size`, `rank_sum` and the objectives f1 = x, f2 = 1 - x + y at step 1.
+With `--crash_rank r`, rank r exits 3 once the ranks have met.
 """
 
 import argparse
@@ -17,12 +18,15 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 p = argparse.ArgumentParser()
 p.add_argument("--x", type=float, required=True)
 p.add_argument("--y", type=float, required=True)
+p.add_argument("--crash_rank", type=int, default=-1)
 args = p.parse_args()
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 t = torch.tensor([float(rank)])
 dist.all_reduce(t)
 print(f"rank {rank} of {world} pid {os.getpid()}: rank sum {t.item()}", flush=True)
+if rank == args.crash_rank:  # the trial's own failure on one rank, after the ranks met
+    raise SystemExit(3)
 if rank == 0:
     w = EventFileWriter(os.environ["NASCTL_LOG_DIR"])
     for tag, value in (("world_size", world), ("rank_sum", t.item()), ("f1", args.x), ("f2", 1.0 - args.x + args.y)):
