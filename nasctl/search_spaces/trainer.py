@@ -116,6 +116,54 @@ def pick_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def world() -> tuple[int, int, int, int]:
+    """This process's RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE (torch.distributed.run's
+    environment; 0, 0, 1, 1 for a trial run by one process)."""
+    env = os.environ
+    return (int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0")), int(env.get("WORLD_SIZE", "1")),
+            int(env.get("LOCAL_WORLD_SIZE", "1")))
+
+
+def own_device(local_rank: int, per_node: int, visible: int) -> tuple[int, bool]:
+    """The CUDA device of process `local_rank` of `per_node` on a node with `visible` devices,
+    and whether processes share devices: its r-th share of them (the first device of it),
+    or, with fewer devices than processes, device r mod `visible`, shared."""
+    if visible >= per_node:
+        return local_rank * (visible // per_node), False
+    return local_rank % visible, True
+
+
+def parallel_settings(device_type: str) -> dict[str, Any]:
+    """The Trainer's devices and strategy: one device for a trial of one process; under
+    torch.distributed.run, Lightning's DDP with each process one node of one device (its
+    own share of the node's GPUs, or the CPU), nccl between GPUs of their own, gloo on
+    CPU or between processes that share a GPU."""
+    _, local_rank, size, per_node = world()
+    if size <= 1:
+        return {"accelerator": device_type, "devices": 1}
+    import torch
+    from lightning_fabric.plugins.environments.torchelastic import TorchElasticEnvironment
+    from pytorch_lightning.strategies import DDPStrategy
+
+    class OneDevicePerProcess(TorchElasticEnvironment):
+        """torch.distributed.run's environment, every process taken as a node of one device:
+        Lightning then places each on the device chosen here, shared or not."""
+
+        def local_rank(self) -> int:
+            return 0
+
+        def node_rank(self) -> int:
+            return self.global_rank()
+
+    if device_type == "cuda":
+        device, shared = own_device(local_rank, per_node, torch.cuda.device_count())
+        return {"accelerator": "cuda", "devices": [device], "num_nodes": size,
+                "strategy": DDPStrategy(cluster_environment=OneDevicePerProcess(),
+                                        process_group_backend="gloo" if shared else "nccl")}
+    return {"accelerator": "cpu", "devices": 1, "num_nodes": size,
+            "strategy": DDPStrategy(cluster_environment=OneDevicePerProcess(), process_group_backend="gloo")}
+
+
 def check_precision(precision: str, device_type: str) -> None:
     """Raises TrialSetupError for fp16 off CUDA (autocast fp16 with a gradient scaler is a CUDA feature)."""
     if precision == "fp16" and device_type != "cuda":
@@ -142,18 +190,17 @@ def measure_costs(
         x = x.contiguous(memory_format=fmt)
     net.to(device_type)
     mflops = count_mflops(net, x[:1])
+    costs = {"num_params": float(count_parameters(net)), "model_bytes": float(model_bytes(net)), "mflops": mflops}
+    if world()[0] != 0:  # a data-parallel trial's costs are rank 0's; timing here too would disturb its timing
+        return {**costs, "latency_ms": float("nan")}, {
+            "measured_by": "rank 0", "repeats": 0, "batch_size": args.latency_batch_size,
+            "threads": args.latency_threads, "device": device_type}
     lat = measure_latency(
         net, x, warmup=args.latency_warmup, repeats=args.latency_repeats,
         threads=args.latency_threads, precision=args.precision, min_seconds=args.latency_min_seconds,
         blocks=LATENCY_BLOCKS,
     )
-    costs = {
-        "num_params": float(count_parameters(net)),
-        "model_bytes": float(model_bytes(net)),
-        "mflops": mflops,
-        "latency_ms": lat.median_ms,
-    }
-    return costs, lat.as_dict()
+    return {**costs, "latency_ms": lat.median_ms}, lat.as_dict()
 
 
 def write_info(log_dir: str, info: dict[str, Any]) -> None:
@@ -183,6 +230,7 @@ def base_info(args: argparse.Namespace, device_type: str, model_name: str, data:
         "train_size": int(len(data.y_train)),
         "val_size": int(len(data.y_val)),
         "device": device,
+        "world_size": world()[2],  # processes training data-parallel (1: one)
         "precision": args.precision,
         "lightning_precision": LIGHTNING_PRECISION[args.precision],
         "channels_last": bool(args.channels_last),
@@ -249,6 +297,11 @@ def quiet_lightning() -> None:
 def _run(args: argparse.Namespace, build: Callable[[ArrayDataset], torch.nn.Module], model_name: str) -> int:
     device_type = pick_device()
     check_precision(args.precision, device_type)
+    _, local_rank, size, per_node = world()
+    if size > 1 and device_type == "cuda":  # this process's own device from the start (latency, fit)
+        import torch
+
+        torch.cuda.set_device(own_device(local_rank, per_node, torch.cuda.device_count())[0])
 
     from nasctl.search_spaces.checkpoints import SignalFlags
 
@@ -346,14 +399,10 @@ def fit(model: Any, train: Any, val: Any, args: argparse.Namespace, logger: Any,
     import pytorch_lightning as pl
     from torch.utils.data import DataLoader
 
-    world, per_node = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    parallel: dict[str, Any] = {"devices": 1}
-    if world > 1:  # started by torch.distributed.run: one device (or CPU) per process, gloo or nccl
-        parallel = {"devices": per_node, "num_nodes": world // per_node, "strategy": "ddp"}
+    size = world()[2]
     trainer = pl.Trainer(
         max_epochs=args.epochs,
-        accelerator="auto",
-        **parallel,
+        **parallel_settings(pick_device()),
         precision=LIGHTNING_PRECISION[args.precision],  # type: ignore[arg-type]
         logger=logger,
         callbacks=[saver],
@@ -367,7 +416,7 @@ def fit(model: Any, train: Any, val: Any, args: argparse.Namespace, logger: Any,
         model,
         # batch_size is the global batch: each of `world` processes takes its share of it
         # (Lightning gives each a DistributedSampler), so one step sees what one process would
-        DataLoader(train, batch_size=max(1, args.batch_size // world), shuffle=True),
+        DataLoader(train, batch_size=max(1, args.batch_size // size), shuffle=True),
         DataLoader(val, batch_size=512),
         ckpt_path=resume,
     )

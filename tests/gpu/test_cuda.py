@@ -87,3 +87,23 @@ def test_a_promotion_resumes_a_gpu_checkpoint(tmp_path: Path) -> None:
     assert second["resumed_from"] == str(ckpt / "last.ckpt") and second["device"].startswith("cuda:0")
     assert second["final_step"] == 2 * first["final_step"]  # one more epoch on top of the first, not two
     assert torch.load(ckpt / "last.ckpt", map_location="cpu", weights_only=False)["epoch"] == 2
+
+
+def test_two_processes_of_one_trial_train_data_parallel_on_the_gpu(tmp_path: Path) -> None:
+    """One node x 2 processes of the built-in trainer under torch.distributed.run (as
+    runner.cfg.nproc_per_node: 2 starts them): nccl between GPUs of their own, gloo when
+    the machine has one GPU and the two share it. Rank 0 alone writes the trial's files."""
+    from nasctl.metrics.tensorboard import read_scalars
+    from nasctl.runners.distributed import rank_records, single_node_command
+
+    log_dir, state = tmp_path / "tb", tmp_path / "job"
+    cmd = single_node_command([sys.executable, "-m", "nasctl.search_spaces.cnn", "--dataset", "mnist1d",
+                               "--epochs", "1"], 2, str(state))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "NASCTL_LOG_DIR": str(log_dir), "OMP_NUM_THREADS": "2"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [(r["rank"], r["returncode"], r["world_size"]) for r in rank_records(str(state))] == [(0, 0, 2), (1, 0, 2)]
+    info = json.loads((log_dir / "trial_info.json").read_text())
+    assert info["device"].startswith("cuda") and info["peak_memory_mb"] > 0
+    assert "val_acc" in {o.metric for o in read_scalars(log_dir)}
+    assert not list((log_dir / "ranks").rglob("*tfevents*"))  # rank 1 wrote nothing nasctl reads

@@ -223,3 +223,29 @@ def test_two_nodes_of_one_trial_run_as_one_world_and_a_crashing_rank_is_named(tm
     node1 = json.loads((sdir / "node-1.json").read_text())
     assert node1["node_rank"] == 1 and node1["returncode"] != 0 and "ended" in node1
     assert time.time() - record["ended"] < 180
+
+
+def test_each_process_of_a_node_takes_its_share_of_the_gpus_or_shares_one() -> None:
+    from nasctl.search_spaces.trainer import own_device
+
+    assert [own_device(r, 2, 4) for r in range(2)] == [(0, False), (2, False)]  # 2 GPUs each: the first of them
+    assert [own_device(r, 4, 4) for r in range(4)] == [(r, False) for r in range(4)]
+    assert [own_device(r, 2, 1) for r in range(2)] == [(0, True), (0, True)]  # one GPU, shared (gloo)
+    assert [own_device(r, 3, 2) for r in range(3)] == [(0, True), (1, True), (0, True)]
+
+
+def test_the_trainer_runs_ddp_with_each_process_one_node_of_one_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nasctl.search_spaces.trainer import parallel_settings
+
+    assert parallel_settings("cpu") == {"accelerator": "cpu", "devices": 1}
+    for k, v in {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2",
+                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "GROUP_RANK": "1",
+                 "TORCHELASTIC_RUN_ID": "t"}.items():
+        monkeypatch.setenv(k, v)
+    settings = parallel_settings("cpu")
+    strategy = settings.pop("strategy")
+    assert settings == {"accelerator": "cpu", "devices": 1, "num_nodes": 4}
+    env = strategy.cluster_environment
+    assert env.local_rank() == 0 and env.node_rank() == 3 and env.global_rank() == 3 and env.world_size() == 4
+    env.validate_settings(num_devices=1, num_nodes=4)  # what Lightning checks: 1 x 4 = WORLD_SIZE
+    assert strategy.process_group_backend == "gloo"

@@ -203,7 +203,7 @@ def test_signal_flags_and_a_sigterm_before_training() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         assert flags.stop and flags.received == "SIGTERM"
         # SIGTERM before training: stop at once, and save nothing (nothing new was trained)
-        trainer = SimpleNamespace(current_epoch=3, global_step=7, should_stop=False, loggers=[])
+        trainer = SimpleNamespace(current_epoch=3, global_step=7, should_stop=False, loggers=[], world_size=1)
         saver = CheckpointCallback("/nonexistent/last.ckpt", flags)
         saver.on_train_start(trainer, None)  # type: ignore[arg-type]
         assert trainer.should_stop and saver.stopped and (saver.start_epoch, saver.start_step) == (3, 7)
