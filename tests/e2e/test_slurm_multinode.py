@@ -102,7 +102,9 @@ def test_a_two_node_trial_trains_on_both_nodes_as_one_run_would(tmp_path: Path) 
         # the same global batch and steps; only the data order and the float sums differ
         assert abs(t.values["val_acc"] - final["val_acc"]) < 0.1, (t.values, final)
         assert t.info["final_step"] == json.loads((ref_dir / "trial_info.json").read_text())["final_step"]
-        assert not list(Path(t.log_dir or "", "ranks").rglob("*tfevents*"))  # rank 1 logged nothing
+        aside = Path(str(by_rank[1]["log_dir"]))
+        assert aside == Path(str(by_rank[0]["log_dir"]), "ranks", "1") and aside.is_dir()
+        assert not list(aside.rglob("*tfevents*"))  # rank 1 logged nothing: Lightning logs from rank 0
     finally:
         scancel_experiment(db, name)
 
@@ -115,7 +117,7 @@ def test_a_node_lost_under_a_two_node_trial_ends_the_attempt_and_the_next_resume
         def checkpointed() -> TrialRecord | None:
             (t,) = trials(db, name, [TrialStatus.RUNNING])
             sdir = t.runner_metadata.get("state_dir")
-            done = Path(t.log_dir or "").parent / "checkpoints" / "last.ckpt"
+            done = Path(t.log_dir or "", "checkpoints", "last.ckpt")  # log_dir: the trial's folder
             return t if sdir and len(ranks(sdir)) == 2 and done.is_file() else None
 
         t = wait_until("the trial running on both nodes with a checkpoint", checkpointed, 240, proc)
