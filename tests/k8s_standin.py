@@ -81,7 +81,8 @@ def _insufficient(requests: dict[str, str]) -> list[str]:
 
 
 class _Pod:
-    def __init__(self, name: str, namespace: str, job: str, template: dict[str, Any], log_dir: str) -> None:
+    def __init__(self, name: str, namespace: str, job: str, template: dict[str, Any], log_dir: str,
+                 hosts: dict[str, str] | None = None) -> None:
         self.name, self.namespace, self.job = name, namespace, job
         self.labels = {**template.get("metadata", {}).get("labels", {}), "volcano.sh/job-name": job}
         container = template["spec"]["containers"][0]
@@ -96,7 +97,7 @@ class _Pod:
         self.proc: subprocess.Popen[bytes] | None = None
         if self.unschedulable:
             return
-        env = {**os.environ, **{e["name"]: str(e.get("value", "")) for e in container.get("env", [])}}
+        env = {**os.environ, **(hosts or {}), **{e["name"]: str(e.get("value", "")) for e in container.get("env", [])}}
         cmd = [*container.get("command", []), *container.get("args", [])]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=log_dir,
@@ -215,10 +216,14 @@ class StandInCluster:
             if (ns, name) in self.jobs:
                 return 409, {**_status(409, "AlreadyExists", f"jobs {name} already exists"), "details": {"name": name}}
             pods = []
+            # Volcano's svc plugin: every pod learns each task's hosts as VC_<TASK>_HOSTS (here,
+            # where every pod is a local process, this machine)
+            hosts = {f"VC_{t['name'].upper().replace('-', '_')}_HOSTS": "127.0.0.1"
+                     for t in body["spec"]["tasks"]} if "svc" in body["spec"].get("plugins", {}) else {}
             for task in body["spec"]["tasks"]:
                 for i in range(int(task.get("replicas", 1))):
                     pod_name = f"{name}-{task['name']}-{i}"
-                    self.pods[(ns, pod_name)] = _Pod(pod_name, ns, name, task["template"], self.log_dir)
+                    self.pods[(ns, pod_name)] = _Pod(pod_name, ns, name, task["template"], self.log_dir, hosts)
                     pods.append(pod_name)
             stored = {**body, "metadata": {**body["metadata"], "namespace": ns,
                                            "creationTimestamp": _now()}, "_pods": pods}

@@ -10,9 +10,9 @@ the node's rank and the rendezvous on the first node (`multi_node_command`):
 - node rank: Slurm's `SLURM_NODEID`, or the replica id TorchX gives (`--node-rank`);
 - rendezvous host: the first host of Slurm's allocation (`scontrol show hostnames`),
   or the one TorchX names in the environment variable it passes (`--rank0-env`);
-- rendezvous port: derived from the Slurm job id (`rendezvous_port`), so two trials
-  whose first node is the same do not meet; a fixed one on Kubernetes, where each
-  pod has its own address.
+- rendezvous port: `MASTER_PORT` where the environment sets one; else derived from
+  the Slurm job id (`rendezvous_port`), so two trials whose first node is the same
+  do not meet; a fixed one on Kubernetes, where each pod has its own address.
 
 Every process runs the trial's command under this module's `rank` wrapper
 (`python -m nasctl.runners.distributed --state-dir ... -- COMMAND`), which
@@ -115,7 +115,9 @@ def node_placement(env: Mapping[str, str], node_rank: int | None, rank0_env: str
     if not host:
         raise RuntimeError(f"a multi-node trial needs the first node's address: {rank0_env or 'SLURM_JOB_NODELIST'} "
                            "is not set")
-    return node_rank, host.split(",")[0], rendezvous_port(env.get("SLURM_JOB_ID") if not rank0_env else None)
+    given = env.get("MASTER_PORT", "")
+    port = int(given) if given.isdigit() else rendezvous_port(env.get("SLURM_JOB_ID") if not rank0_env else None)
+    return node_rank, host.split(",")[0], port
 
 
 def node_name(env: Mapping[str, str]) -> str:

@@ -68,6 +68,42 @@ def test_experiment_completes_on_the_stand_in_api_server(tmp_path: Path, cluster
     assert {job["spec"]["queue"] for job in cluster.created} == {"default"}
 
 
+def test_a_two_node_trial_is_one_volcano_job_of_two_tasks_whose_ranks_meet(
+        tmp_path: Path, cluster: StandInCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`trial.resources.nodes: 2`: one Volcano Job with a task per node; each pod's launcher
+    starts torch.distributed.run with its replica id as node rank and pod 0's address from
+    Volcano's VC_TRIAL_0_HOSTS; the two ranks all-reduce, and rank 0 logs the objectives."""
+    import socket
+
+    with socket.socket() as s:  # the stand-in's pods are processes of this machine: a free port
+        s.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("MASTER_PORT", str(s.getsockname()[1]))
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    spec = tmp_path / "k8s2.yaml"
+    spec.write_text(
+        "name: k8s-2x1\n"
+        "search_space: {x: {type: float, low: 0.0, high: 1.0}, y: {type: float, low: 0.0, high: 1.0}}\n"
+        "objectives: {f1: {goal: minimize}, f2: {goal: minimize}}\n"
+        "budget: {max_trials: 1, parallelism: 1, max_failures: 0}\n"
+        f"trial: {{script: {Path(__file__).parent / 'scripts' / 'ddp_trial.py'}, resources: {{nodes: 2}}}}\n"
+        f"runner: {{scheduler: kubernetes, cfg: {json.dumps(_cfg(cluster, volume))}}}\n"
+        "optimizer: {method: sobol, initial_trials: 1, seed: 5}\n")
+    db = f"sqlite:///{tmp_path}/k.db"
+    result = run_cli("run", str(spec), "--db", db, "--json", "--workdir", str(volume / "runs"), cwd=tmp_path,
+                     timeout=300)
+    assert result.returncode == 0, result.stderr
+    (job,) = cluster.created
+    assert [t["name"] for t in job["spec"]["tasks"]] == ["trial-0", "trial-1"]
+    store = Store(db)
+    (t,) = store.list_trials(store.get_experiment("k8s-2x1").id)
+    store.close()
+    assert t.status == TrialStatus.COMPLETED, t.failure_reason
+    assert t.values["world_size"] == 2.0 and t.values["rank_sum"] == 1.0  # ranks 0 and 1 met
+    ranks = sorted(json.loads(p.read_text())["rank"] for p in Path(t.runner_metadata["state_dir"], "ranks").iterdir())
+    assert ranks == [0, 1]
+
+
 def _cfg(cluster: StandInCluster, volume: Path) -> dict[str, str]:
     return {"api_server": cluster.url, "queue": "default", "namespace": "nas", "image": "nasctl:test",
             "log_volume_claim": "nasctl-runs", "log_mount_path": str(volume), "python": sys.executable}

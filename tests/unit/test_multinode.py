@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -30,6 +31,12 @@ from tests.conftest import ROOT, run_cli
 from tests.unit.test_cluster_runners import K8S_CFG, K8S_VERSION, VOLCANO_JOB_SCHEMA
 
 TRIAL = "/mnt/nasctl/runs/exp/trials/trial_0003"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def request(nodes: int, trial_dir: str = TRIAL, gpu: int = 0) -> JobRequest:
@@ -115,6 +122,7 @@ def test_each_node_runs_torchrun_with_its_rank_and_the_first_nodes_address() -> 
     rank, host, port = node_placement(env, None, None)
     assert rank == 1 and host in ("node1", "10.0.0.1") and port == rendezvous_port("123") == 20123
     assert node_placement({"VC_TRIAL_0_HOSTS": "trial-0.svc"}, 1, "VC_TRIAL_0_HOSTS") == (1, "trial-0.svc", 29500)
+    assert node_placement({**env, "MASTER_PORT": "31000"}, None, None)[2] == 31000  # the environment's own
     with pytest.raises(RuntimeError, match="node rank"):
         node_placement({}, None, None)
     cmd = multi_node_command(["python", "train.py"], 2, 4, 1, ("node1", 20123), "/t/job")
@@ -209,7 +217,7 @@ def test_two_nodes_of_one_trial_run_as_one_world_and_a_crashing_rank_is_named(tm
     sdir, tb = tmp_path / "job", tmp_path / "tb"
     tb.mkdir()
     env = {**os.environ, "TORCHX_JOB_ID": "local://t/1", "NODE0": "127.0.0.1", "NASCTL_LOG_DIR": str(tb),
-           "OMP_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": "1", "MASTER_PORT": str(free_port())}
     env.pop("SLURM_JOB_ID", None)
     procs = [subprocess.Popen([sys.executable, "-m", "nasctl.runners.launcher", "--state-dir", str(sdir),
                                "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(k), "--rank0-env", "NODE0",
