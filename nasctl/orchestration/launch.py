@@ -44,6 +44,12 @@ class Prepared:
     devices: list[str] | None
 
 
+def devices_held(request: JobRequest, trials_per_device: int = 1) -> float:
+    """The devices a trial holds while it runs: `resources.gpu` on each of its nodes, a
+    share of each where trials share devices (`runner.cfg.trials_per_device`)."""
+    return float(request.gpu * request.nodes) / trials_per_device
+
+
 class TrialLauncher:
     """Builds, places and submits the jobs of one experiment's trials.
 
@@ -184,12 +190,9 @@ class TrialLauncher:
         return RunningTrial.launched(rec, job, prepared.request.env["NASCTL_LOG_DIR"])
 
     def devices_held(self, prepared: Prepared) -> float:
-        """The devices a trial holds while it runs, for its GPU-hours: `resources.gpu`
-        on each of its nodes, a share of each where trials share devices
-        (`runner.cfg.trials_per_device`)."""
-        gpu = float(prepared.request.gpu * prepared.request.nodes)
+        """The devices a trial holds while it runs, for its GPU-hours (`devices_held`)."""
         inventory = self.runner.device_inventory() if prepared.devices else None
-        return gpu / inventory.trials_per_device if inventory is not None else gpu
+        return devices_held(prepared.request, inventory.trials_per_device if inventory is not None else 1)
 
     def _place(self, rec: TrialRecord, request: JobRequest) -> Prepared | None:
         """Lease devices for a trial that asks for GPUs on a runner that places them

@@ -257,3 +257,11 @@ def test_the_trainer_runs_ddp_with_each_process_one_node_of_one_device(monkeypat
     assert env.local_rank() == 0 and env.node_rank() == 3 and env.global_rank() == 3 and env.world_size() == 4
     env.validate_settings(num_devices=1, num_nodes=4)  # what Lightning checks: 1 x 4 = WORLD_SIZE
     assert strategy.process_group_backend == "gloo"
+
+
+def test_gpu_hours_count_the_devices_of_every_node() -> None:
+    from nasctl.orchestration.launch import devices_held
+
+    assert devices_held(request(2, gpu=4)) == 8.0
+    assert devices_held(request(1, gpu=2), trials_per_device=2) == 1.0
+    assert devices_held(request(3, gpu=0)) == 0.0
