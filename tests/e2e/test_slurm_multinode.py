@@ -111,7 +111,7 @@ def test_a_two_node_trial_trains_on_both_nodes_as_one_run_would(tmp_path: Path) 
 
 def test_a_node_lost_under_a_two_node_trial_ends_the_attempt_and_the_next_resumes(tmp_path: Path) -> None:
     name, db = "slurm-2x1-down", f"sqlite:///{tmp_path}/d.db"
-    path = spec(tmp_path, name, epochs=40, batch_size=16)
+    path = spec(tmp_path, name, epochs=12, batch_size=16)
     proc = start(["run", str(path), "--db", db, "--json"], tmp_path, {})
     try:
         def checkpointed() -> TrialRecord | None:
