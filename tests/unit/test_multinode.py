@@ -265,3 +265,11 @@ def test_gpu_hours_count_the_devices_of_every_node() -> None:
     assert devices_held(request(2, gpu=4)) == 8.0
     assert devices_held(request(1, gpu=2), trials_per_device=2) == 1.0
     assert devices_held(request(3, gpu=0)) == 0.0
+
+
+def test_the_two_node_example_dry_runs_as_one_job_on_two_nodes(tmp_path: Path) -> None:
+    p = run_cli("run", str(ROOT / "examples" / "digits_mlp_slurm_2nodes.yaml"), "--dryrun", "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    plan = json.loads(p.stdout)
+    assert plan["refused"] is None, plan["refused"]
+    assert "--nodes=2" in plan["request"] and "--nnodes 2 --nproc-per-node 1" in plan["request"]
