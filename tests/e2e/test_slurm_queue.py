@@ -56,7 +56,7 @@ def test_a_queued_trial_shows_its_wait_then_runs_and_a_requeue_is_a_restart(tmp_
         proc = start(["run", str(spec), "--db", db], tmp_path, {"NASCTL_TEST_HOLD": str(hold),
                                                                  "NASCTL_TEST_RUNS": str(runs)})
         waiting = wait_until("the trial to wait in Slurm's queue with a reason",
-                             lambda: (a := last_attempt(db, name)) and a.get("pending_reason") and a, 90, proc)
+                             lambda: (a := last_attempt(db, name)) and a.get("pending_reason") and a, 180, proc)
         assert waiting["running_since"] is None and waiting["pending_reason"] in ("Resources", "Priority"), waiting
         status = json.loads(run_cli("status", name, "--db", db, "--json").stdout)
         assert (status["queued"], status["running"], status["trials"]["RUNNING"]) == (1, 0, 1), status
