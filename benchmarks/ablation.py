@@ -133,6 +133,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "no-untried": [("untried", "MAX_ENUMERATED", 0)],
         "pending-at-top": [("untried", "PENDING_AT_FIXED", True)],
         "continue-paused": [("untried", "CONTINUE_PAUSED", True)],
+        "cost-aware": [("costaware", "COST_AWARE", True)],
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],
         "one-hot": [("methods", "categorical_parameters", lambda *_: [])],
         "idle-wait": [("strategies", "FILL_WHILE_WAITING", False)],

@@ -208,7 +208,11 @@ def nasctl_spec(setup: Setup, full: bool) -> dict[str, Any]:
         "name": f"ttf-{setup.problem}-{'full' if full else 'mf'}-{setup.seed}".replace("_", "-"),
         "search_space": space,
         "objectives": {o: {"goal": "minimize", "threshold": r} for o, r in zip(problem.objectives, problem.ref)},
-        "budget": {"max_trials": 100_000, "parallelism": setup.gpus, "max_failures": 0},
+        # the GPU-hours a user would give: nothing new starts once they are spent (the
+        # results within the budget are those of a run stopped there), and cost-aware
+        # proposals (`optimizer.cost_aware`) cool by the share spent
+        "budget": {"max_trials": 100_000, "parallelism": setup.gpus, "max_failures": 0,
+                   "max_gpu_hours": setup.budget_seconds() / 3600.0},
         "trial": {"function": setup.function(), "resources": {"gpu": 1}, "max_retries": 20},
         "optimizer": optimizer,
         "runner": {"scheduler": "simulated", "cfg": cfg},

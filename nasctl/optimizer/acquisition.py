@@ -17,6 +17,9 @@ dashboard's diagnostics) gets their own behaviour.
   trial has yet (`untried`), as Ax does in a fully discrete space (and, with
   `untried.PENDING_AT_FIXED`, off by default, counts every configuration in
   flight at another rung as pending there: `untried.pending_at_fixed`).
+  With `optimizer.cost_aware`, an improvement acquisition is divided by the
+  modelled cost raised to the cooled weight alpha (`cost_weighted`, see
+  `costaware`).
 - `HypervolumeImprovement` (BoTorch's `qLogNoisyExpectedHypervolumeImprovement`):
   the same acquisition values, computed faster. Each speed-up is one named
   entry of `SPEEDUPS` (`benchmarks/ablation.py` turns them off one at a time)
@@ -44,10 +47,11 @@ from typing import Any
 import torch
 from ax.generators.torch.botorch_modular.acquisition import Acquisition
 from botorch.acquisition.input_constructors import acqf_input_constructor, construct_inputs_qLogNEHVI
-from botorch.acquisition.logei import TAU_RELU
+from ax.exceptions.model import ModelError
+from botorch.acquisition.logei import TAU_RELU, qLogNoisyExpectedImprovement
 from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
 
-from nasctl.optimizer import jointpost, logscale, nondominated, singleq, untried
+from nasctl.optimizer import costaware, jointpost, logscale, nondominated, singleq, untried
 from nasctl.optimizer.boxdecomp import BatchedNondominatedPartitioning, NumpyNondominatedPartitioning, SampleBatch
 
 SPEEDUPS: frozenset[str] = frozenset(
@@ -128,6 +132,9 @@ class HypervolumeImprovement(qLogNoisyExpectedHypervolumeImprovement):
         return super()._compute_log_qehvi(samples, X=X)
 
 
+_COST_WEIGHABLE = (qLogNoisyExpectedHypervolumeImprovement, qLogNoisyExpectedImprovement)
+"""Log-valued improvement acquisitions, which `costaware.CostWeighted` can divide by a cost."""
+
 # BoTorch's input constructor for qLogNEHVI builds this subclass's arguments too
 # (the registry is keyed by class; this is BoTorch's documented way to add one)
 acqf_input_constructor(HypervolumeImprovement)(construct_inputs_qLogNEHVI)
@@ -191,9 +198,9 @@ class NasctlAcquisition(Acquisition):
             botorch_acqf_class = HypervolumeImprovement
         plan = logscale.raw_scale_plan(self, botorch_acqf_class)
         if plan is None:
-            return super()._construct_botorch_acquisition(
+            return cost_weighted(self, super()._construct_botorch_acquisition(
                 botorch_acqf_class=botorch_acqf_class, botorch_acqf_options=botorch_acqf_options, model=model
-            )
+            ))
         columns, sds, mapped = plan
         # Ax passes `botorch_acqf_options` to BoTorch's input constructor after its own
         # arguments, so their `ref_point` replaces the objective thresholds for this
@@ -201,11 +208,11 @@ class NasctlAcquisition(Acquisition):
         # (below)
         self._raw_columns = (columns, sds)
         try:
-            return super()._construct_botorch_acquisition(
+            return cost_weighted(self, super()._construct_botorch_acquisition(
                 botorch_acqf_class=botorch_acqf_class,
                 botorch_acqf_options={**botorch_acqf_options, "ref_point": mapped},
                 model=model,
-            )
+            ))
         finally:
             self._raw_columns = None
 
@@ -214,3 +221,20 @@ class NasctlAcquisition(Acquisition):
         if self._raw_columns is not None:
             objective = logscale.RawScaleObjective(objective, *self._raw_columns)
         return objective, transform
+
+
+def cost_weighted(acquisition: Acquisition, acqf: Any) -> Any:
+    """`acqf` per unit of cost (`costaware.CostWeighted`) while the proposal being made
+    weighs cost and `acquisition`'s model has the cost output; `acqf` itself otherwise."""
+    alpha = costaware.current_alpha()
+    if alpha is None or not isinstance(acqf, _COST_WEIGHABLE):
+        return acqf
+    try:
+        outcomes = list(acquisition.surrogate.outcomes)
+    except ModelError:  # a surrogate not fitted yet
+        return acqf
+    column = costaware.cost_column(outcomes)
+    sd = costaware.cost_sd(logscale.standardized_sds(logscale.proposal_adapter()))
+    if column is None or sd is None:
+        return acqf
+    return costaware.CostWeighted(acqf, acquisition.surrogate.model, column, alpha * sd)

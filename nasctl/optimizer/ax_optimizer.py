@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nasctl.optimizer import compat
+from nasctl.optimizer import compat, costaware
 from nasctl.optimizer.base import Candidate, RestoredTrial
 from nasctl.optimizer.fused_kernel import (
     FUSED_EXTENSION,
@@ -121,6 +121,10 @@ class AxOptimizer:
         self.fits = FitCache()  # warm starts for the GP fits of successive proposals
         self.guard = RepeatGuard(spec)  # no repeated proposals while nothing is feasible
         self.log_scale: tuple[str, ...] | None = None  # objectives the last model modelled on the log scale
+        chosen = spec.optimizer.cost_aware
+        self.cost_aware = (costaware.COST_AWARE if chosen is None else chosen) and \
+            costaware.COST_METRIC not in self.names.values()
+        self._spent = 0.0  # the costs told so far (`_cost_alpha`)
         objective = ", ".join(
             (self.names[n] if o.maximize else f"-{self.names[n]}") for n, o in spec.objectives.items()
         )
@@ -137,6 +141,8 @@ class AxOptimizer:
             self._client = Client(random_seed=spec.optimizer.seed)
             self._client.configure_experiment(parameters=self._parameter_configs(), name=spec.name)
             self._client.configure_optimization(objective=objective, outcome_constraints=constraints or None)
+            if self.cost_aware:  # the model learns log(cost) beside the objectives (`costaware`)
+                self._client.configure_tracking_metrics([costaware.COST_METRIC])
             # kept: the client gives its strategy back through private accessors only
             self._strategy = build_strategy(spec, self.choice.method, "cuda" if torch.cuda.is_available() else None)
             self._client.set_generation_strategy(self._strategy)
@@ -202,13 +208,35 @@ class AxOptimizer:
         return {self.names[n]: float(values[n]) for n in self.names if n in values and math.isfinite(values[n])}
 
     @quietly
-    def complete(self, index: int, values: Mapping[str, float]) -> None:
+    def complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
         self.guard.observe(index, values)
-        if not self._defer("complete", index, dict(values)):
-            self._complete(index, values)
+        if cost is not None and math.isfinite(cost) and cost > 0:
+            self._spent += cost
+        else:
+            cost = None
+        if not self._defer("complete", index, dict(values), cost):
+            self._complete(index, values, cost)
 
-    def _complete(self, index: int, values: Mapping[str, float]) -> None:
-        self._client.complete_trial(index, raw_data=self._raw(values))
+    def _complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
+        raw = self._raw(values)
+        if self.cost_aware and cost is not None:
+            raw[costaware.COST_METRIC] = math.log(self._model_cost(index, cost))
+        self._client.complete_trial(index, raw_data=raw)
+
+    def _model_cost(self, index: int, cost: float) -> float:
+        """The cost the model learns for trial `index`, which cost `cost` (here: that cost)."""
+        return cost
+
+    def _cost_alpha(self, recorded: int) -> float | None:
+        """The weight of the cost in the next proposal (`costaware.cooling`), None when
+        proposals do not weigh cost; `recorded`: the trials recorded so far."""
+        if not self.cost_aware:
+            return None
+        budget = self.spec.budget
+        gpu_share = None
+        if budget.max_gpu_hours is not None and self.spec.trial.resources.gpu > 0:
+            gpu_share = self._spent / (budget.max_gpu_hours * 3600.0)
+        return costaware.cooling(recorded / budget.max_trials, gpu_share)
 
     @quietly
     def fail(self, index: int, reason: str | None = None) -> None:
@@ -278,7 +306,7 @@ class AxOptimizer:
             if index != t.index:
                 raise RuntimeError(f"rebuilt optimizer gave index {index} to stored trial {t.index}")
             if t.status == "COMPLETED":
-                self.complete(t.index, t.values)
+                self.complete(t.index, t.values, t.cost)
             elif t.status == "FAILED":
                 self.fail(t.index, "failed before resume")
             elif t.status == "EARLY_STOPPED":
@@ -331,7 +359,8 @@ class AxOptimizer:
         center_only = self._fast and not experiment.trials and sobol_trial_limit(gs) is None
         # the client's seed (`Client(random_seed=...)`), as `Client.get_next_trials` seeds it
         try:
-            with self.fits.active(), logscale.proposal(), with_rng_seed(seed=self.spec.optimizer.seed):
+            with self.fits.active(), logscale.proposal(), costaware.weighting(self._cost_alpha(len(experiment.trials))), \
+                    with_rng_seed(seed=self.spec.optimizer.seed):
                 runs = gs.gen(experiment=experiment, n=1, num_trials=1 if center_only else n,
                               fixed_features=self._fixed_features())
         except DataRequiredError:

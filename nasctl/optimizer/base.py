@@ -38,6 +38,7 @@ class RestoredTrial:
     values: Mapping[str, float]
     stopped_values: Mapping[str, float] | None = None  # what the optimizer was told for an EARLY_STOPPED trial
     promoted_from: int | None = None  # the trial a multi-fidelity promotion continues
+    cost: float | None = None  # what a COMPLETED trial cost (see `Optimizer.complete`)
 
 
 class Optimizer(Protocol):
@@ -53,9 +54,11 @@ class Optimizer(Protocol):
     log_scale: tuple[str, ...] | None
     """The objectives the model of the last proposal had on the log scale; None before a model."""
 
-    def complete(self, index: int, values: Mapping[str, float]) -> None:
+    def complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
         """Trial `index` completed with `values` (by our metric name; missing or
-        non-finite values are left out)."""
+        non-finite values are left out). `cost`: what its training cost
+        (device-seconds where it held devices, else running seconds; None where
+        not measured), for cost-aware proposals."""
 
     def fail(self, index: int, reason: str | None = None) -> None:
         """Trial `index` failed; the model learns nothing from it."""

@@ -162,6 +162,19 @@ def proposal() -> Iterator[None]:
         _PROPOSAL.reset(token)
 
 
+def proposal_adapter() -> Any:
+    """The adapter of the proposal being made (inside `proposal()`, once Ax has fitted it), else None."""
+    current = _PROPOSAL.get()
+    return current.adapter if current is not None else None
+
+
+def standardized_sds(adapter: Any) -> dict[str, float]:
+    """The standard deviation Ax's `StandardizeY` divided each metric by, for a fitted adapter."""
+    standardize = adapter.transforms.get("StandardizeY") if adapter is not None else None
+    sds = getattr(standardize, "Ystd", None) or {}
+    return {str(k): float(v) for k, v in sds.items()}
+
+
 def logged_sds(adapter: Any) -> dict[str, float]:
     """The log-scale standard deviation (Ax's `StandardizeY` after `WideLogY`) of
     each metric a fitted adapter models on the log scale."""

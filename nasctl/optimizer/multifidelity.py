@@ -79,6 +79,7 @@ class MultiFidelityOptimizer(AxOptimizer):
         self._rung: dict[int, int] = {}  # trial index -> the rung it trains to
         self._results: dict[int, Mapping[str, float]] = {}  # completed trials' values
         self._promoted: set[int] = set()  # trials already promoted
+        self._source: dict[int, int] = {}  # a promoted trial -> the trial it continues
         self._model: tuple[int, Any] | None = None  # (results seen, Ax adapter) of the last `predict_top` fit
         self._continuing: dict[tuple[tuple[str, str], ...], int] = {}  # paused configurations chosen in `generate`
         self._started: dict[int, float] = {}  # start rung -> fidelity spent on configurations started there
@@ -162,6 +163,7 @@ class MultiFidelityOptimizer(AxOptimizer):
         self._rung[index] = 0 if rung is None else rung
         if promoted_from is not None:
             self._promoted.add(promoted_from)
+            self._source[index] = promoted_from
 
     @quietly
     def attach(self, parameters: Mapping[str, ParamValue]) -> int:
@@ -173,6 +175,8 @@ class MultiFidelityOptimizer(AxOptimizer):
 
     @quietly
     def restore(self, trials: Sequence[RestoredTrial]) -> None:
+        # known before the outcomes are told: a promotion's cost is scaled by its source's rung
+        self._source.update({t.index: t.promoted_from for t in trials if t.promoted_from is not None})
         super().restore(trials)
         for t in trials:
             if t.promoted_from is not None:
@@ -181,9 +185,20 @@ class MultiFidelityOptimizer(AxOptimizer):
                 self._count_start(t.index)
 
     @quietly
-    def complete(self, index: int, values: Mapping[str, float]) -> None:
-        super().complete(index, values)
+    def complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
+        super().complete(index, values, cost)
         self._results[index] = dict(values)
+
+    def _model_cost(self, index: int, cost: float) -> float:
+        """A trial's cost as that of its configuration's training to the top rung:
+        a promotion that went from fidelity f0 to f cost `cost` for f - f0 (a new
+        configuration: for f), so the top rung's costs `cost` * max / (f - f0).
+        Every configuration's cost is then comparable, whatever rung it reached."""
+        fid = self.fidelity
+        done = fid.rungs[self._rung[index]]
+        source = self._source.get(index)
+        start = fid.rungs[self._rung[source]] if source is not None else 0.0
+        return cost * fid.max / done if done <= start else cost * fid.max / (done - start)
 
     # --- proposing ----------------------------------------------------------------
     def next_promotion(self) -> int | None:

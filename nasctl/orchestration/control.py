@@ -10,6 +10,7 @@ import hashlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from nasctl.runners.pool import StatusPool
 from nasctl.optimizer.base import Optimizer
 from nasctl.optimizer.methods import SAASBO_INSTALL_HINT, saasbo_available
 from nasctl.orchestration.progress import ProgressSink, RunSummary
+from nasctl.orchestration.usage import trial_usage
 from nasctl.sources import source_of
 from nasctl.spec import ExperimentSpec, spec_from_dict, spec_to_dict
 from nasctl.store import Store, requests
@@ -285,8 +287,10 @@ def _drive(store: Store, exp: ExperimentRecord, spec: ExperimentSpec,
         opt = new_optimizer(spec)
         # The loop may re-attach CANDIDATE trials as RUNNING; for the optimizer
         # both are pending, so the stored statuses are all it needs.
+        now = time.time()
         opt.restore([RestoredTrial(t.index, t.parameters, t.status.value, t.generation_method, t.values,
-                                   _projected(stopped.get(t.index)), t.promoted_from)
+                                   _projected(stopped.get(t.index)), t.promoted_from,
+                                   trial_usage(t, now).cost if t.status == TrialStatus.COMPLETED else None)
                      for t in existing])
         return opt
 

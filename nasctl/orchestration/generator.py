@@ -60,8 +60,8 @@ class CandidateGenerator:
         self._thread.start()
 
     # --- called by the loop -------------------------------------------------
-    def complete(self, index: int, values: Mapping[str, float]) -> None:
-        self._inbox.put(("complete", (index, dict(values))))
+    def complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
+        self._inbox.put(("complete", (index, dict(values), cost)))
 
     def fail(self, index: int, reason: str | None = None) -> None:
         self._inbox.put(("fail", (index, reason)))

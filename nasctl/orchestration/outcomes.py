@@ -21,6 +21,7 @@ from nasctl.orchestration import attempts as attempts_mod
 from nasctl.orchestration.early_stopping import EARLY_STOPPED_EVENT
 from nasctl.orchestration.fidelity import checkpoint_of
 from nasctl.orchestration.progress import fmt_values
+from nasctl.orchestration.usage import attempts_usage
 from nasctl.orchestration.jobs import trial_dir
 from nasctl.orchestration.running import (
     LOG_TAIL_LINES,
@@ -69,6 +70,8 @@ class Outcome:
             otherwise the end is recorded when the loop sees it.
         ran_from: when the job's last run began (epoch), where the scheduler says: a
             job that ended before a poll saw it run is counted as running from then.
+        device_seconds: what the result took, where the runner accounts it itself
+            (`JobStatus.device_seconds`); otherwise the attempts' own account.
     """
 
     status: TrialStatus
@@ -81,6 +84,7 @@ class Outcome:
     node: str | None = None
     ended_at: float | None = None
     ran_from: float | None = None
+    device_seconds: float | None = None
 
     def end_time(self, started: float) -> datetime:
         """When the trial ended, as the store keeps times: the scheduler's end where
@@ -195,9 +199,11 @@ class TrialOutcomes:
                 self.stopper.forget(rec.index)
         if status == TrialStatus.COMPLETED:
             assert values is not None
-            self.gen.complete(rec.index, values)
-            seconds = (ended.replace(tzinfo=timezone.utc).timestamp() - started
-                       if rec.started_at is not None else None)
+            end = ended.replace(tzinfo=timezone.utc).timestamp()
+            cost = outcome.device_seconds if outcome.device_seconds is not None else \
+                attempts_usage(status, attempts or [], end).cost
+            self.gen.complete(rec.index, values, cost)
+            seconds = end - started if rec.started_at is not None else None
             self.ledger.complete(rec.index, values, seconds)
             self._messages.note(f"trial {rec.index} completed: " + fmt_values(values, self.spec.objectives))
         elif status == TrialStatus.FAILED:

@@ -55,7 +55,8 @@ class JobWatch:
                 continue
             outcome = outcomes.result(run, end.node) if end.succeeded else Outcome(
                 TrialStatus.FAILED, end.reason, failure_class=end.failure_class, node=end.node)
-            ended.append((index, dataclasses.replace(outcome, ended_at=end.ended_at, ran_from=end.ran_from)))
+            ended.append((index, dataclasses.replace(outcome, ended_at=end.ended_at, ran_from=end.ran_from,
+                                                     device_seconds=end.device_seconds)))
         return ended
 
     def read_metrics(self, running: Mapping[int, RunningTrial], stopper: EarlyStopper | None,

@@ -115,6 +115,7 @@ class JobEnd:
     node: str | None = None
     ended_at: float | None = None  # epoch, by the scheduler's clock where it says
     ran_from: float | None = None  # epoch: when the job's last run began, where the scheduler says
+    device_seconds: float | None = None  # what the result took, where the runner accounts it (`JobStatus`)
 
 
 def job_end(run: RunningTrial, status: JobStatus | None, now: float,
@@ -137,7 +138,7 @@ def job_end(run: RunningTrial, status: JobStatus | None, now: float,
     ended = status.ended_at if status.ended_at is not None and status.ended_at <= now else None
     ran = status.running_since
     if status.state == JobState.SUCCEEDED:
-        return JobEnd(True, node=status.node, ended_at=ended, ran_from=ran)
+        return JobEnd(True, node=status.node, ended_at=ended, ran_from=ran, device_seconds=status.device_seconds)
     if status.state == JobState.CANCELLED:
         said = (status.message or "").strip().splitlines()
         return JobEnd(False, "job was cancelled outside nasctl" + (f" ({said[-1]})" if said else ""),

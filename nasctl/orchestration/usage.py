@@ -48,6 +48,14 @@ class Usage:
     def lost_gpu_hours(self) -> float:
         return self.lost_gpu_s / HOUR
 
+    @property
+    def cost(self) -> float | None:
+        """What the trial's result cost, as the optimizer learns it (`optimizer.cost_aware`):
+        device-seconds less the lost ones where it held devices, else running seconds;
+        None where nothing was measured."""
+        cost = self.gpu_s - self.lost_gpu_s if self.gpu_s > 0 else self.run_s
+        return cost if cost > 0 else None
+
 
 def attempt_usage(a: Mapping[str, Any], now: float, lost: bool = False) -> Usage:
     """One attempt's seconds up to `now` (an attempt that has ended: up to its end).

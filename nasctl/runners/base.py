@@ -93,6 +93,10 @@ class JobStatus:
             scheduler says (Slurm's Start); None while it waits in the queue, or where
             the scheduler does not say (the loop then takes the poll that saw it run).
             A PENDING job's `message` is the scheduler's reason for the wait.
+        device_seconds: for a job that succeeded, the device-seconds its trial's
+            result took (its attempts so far, less their lost parts), where the
+            runner keeps that account itself on a clock of its own (the simulated
+            cluster's virtual time); None: the loop counts them from its polls.
     """
 
     state: JobState
@@ -102,6 +106,7 @@ class JobStatus:
     node: str | None = None
     ended_at: float | None = None
     running_since: float | None = None
+    device_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ were nothing to slow or preempt it) are in its runner metadata:
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import json
@@ -376,6 +377,9 @@ class SimulatedRunner(Runner):
             return JobStatus(JobState.CANCELLED, "cancelled", failure_class=FailureClass.CANCELLED)
         trial_dir = job.metadata.get("trial_dir")
         recorded = recorded_status(trial_dir, job.metadata.get("outcome"))
+        if recorded is not None and recorded.state == JobState.SUCCEEDED and trial_dir:
+            # its device time is the cluster's, on the virtual clock (the loop's polls see real time)
+            return dataclasses.replace(recorded, device_seconds=trial_device_seconds(trial_dir))
         if recorded is not None:
             return recorded
         entry = self._jobs.get(job.handle)
@@ -432,6 +436,18 @@ def cluster_accounting(work_dir: str) -> list[dict[str, Any]]:
                     "parameters": data.get("parameters"), "values": data.get("values"), "ok": data.get("ok"),
                     **data["simulated"]})
     return sorted(out, key=lambda r: (r["submitted"], str(r["trial_dir"]), r["attempt"]))
+
+
+def trial_device_seconds(trial_dir: str) -> float:
+    """The device-seconds a simulated trial's attempts have used so far, less the lost
+    parts (the epochs in progress at a preemption or a cancellation): what its result took."""
+    total = 0.0
+    for path in glob.glob(os.path.join(trial_dir, f"{os.path.splitext(OUTCOME)[0]}*.json")):
+        data = read_json(path)
+        sim = data.get("simulated") if data else None
+        if isinstance(sim, dict):
+            total += float(sim.get("gpu_seconds") or 0.0) - float(sim.get("lost_seconds") or 0.0)
+    return total
 
 
 def _resumed_epoch(request: JobRequest) -> int:

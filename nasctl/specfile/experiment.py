@@ -137,6 +137,8 @@ class OptimizerSpec(_Model):
     method: Literal["auto", "botorch", "categorical", "saasbo", "sobol"] = "auto"
     seed: int | None = 0
     fidelity: FidelitySpec | None = None
+    cost_aware: bool | None = Field(default=None, description="rank new configurations by expected improvement "
+                                    "per unit of training cost, cooled over the budget (default: nasctl's)")
 
 
 DEFAULT_INITIAL_TRIALS = 5

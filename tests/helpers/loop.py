@@ -36,7 +36,7 @@ class GatedOptimizer:
     def __init__(self, gate: threading.Event, log: list[str]) -> None:
         self.gate, self.log, self.n = gate, log, 0
 
-    def complete(self, index: int, values: Mapping[str, float]) -> None:
+    def complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
         self.log.append(f"complete {index}")
 
     def fail(self, index: int, reason: str | None = None) -> None:

@@ -140,7 +140,7 @@ class ResultDrivenOptimizer:
     def __init__(self, delays: random.Random, log: list[str]) -> None:
         self.delays, self.log, self.n, self.seen = delays, log, 0, 0.0
 
-    def complete(self, index: int, values: Mapping[str, float]) -> None:
+    def complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
         self.seen += values["y"]
         self.log.append(f"complete {index}")
 
@@ -211,6 +211,29 @@ def test_the_loop_on_the_simulated_clock_repeats_its_trials_whatever_the_proposa
         assert sum(1 for _, _, s, e in a if s <= start < e) <= 4  # never more than 4 at once
 
 
+class RecordsCosts(ResultDrivenOptimizer):
+    """Keeps the cost the loop tells with each result."""
+
+    costs: dict[int, float | None] = {}
+
+    def complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
+        super().complete(index, values, cost)
+        RecordsCosts.costs[index] = cost
+
+
+def test_the_loop_tells_the_optimizer_what_each_trial_cost_on_the_simulated_clock(
+        tmp_path: Path, funcs: str) -> None:
+    """The cost told with a result is the device time the simulated cluster accounted for
+    the trial (one device a trial: its simulated duration), not the real seconds the
+    loop's polls saw (a fraction of one here)."""
+    RecordsCosts.costs = {}
+    trials, _, _ = _simulated_run(tmp_path, funcs, "costs", delay_seed=0, trials=6, optimizer=RecordsCosts)
+    assert sorted(RecordsCosts.costs) == sorted(t[0] for t in trials)
+    for index, _, start, end in trials:
+        assert end - start > 5.0
+        assert RecordsCosts.costs[index] == pytest.approx(end - start, rel=1e-6)
+
+
 class WaitsForResults(ResultDrivenOptimizer):
     """Two points first, then nothing until both results are in, as Ax's model step
     waits for results of its quasi-random start (`strategies.MIN_OBSERVED_RESULTS`)."""
@@ -219,8 +242,8 @@ class WaitsForResults(ResultDrivenOptimizer):
         super().__init__(delays, log)
         self.results = 0
 
-    def complete(self, index: int, values: Mapping[str, float]) -> None:
-        super().complete(index, values)
+    def complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
+        super().complete(index, values, cost)
         self.results += 1
 
     def generate(self, n: int) -> list[Candidate]:
