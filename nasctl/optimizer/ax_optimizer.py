@@ -359,7 +359,8 @@ class AxOptimizer:
         center_only = self._fast and not experiment.trials and sobol_trial_limit(gs) is None
         # the client's seed (`Client(random_seed=...)`), as `Client.get_next_trials` seeds it
         try:
-            with self.fits.active(), logscale.proposal(), costaware.weighting(self._cost_alpha(len(experiment.trials))), \
+            alpha = self._cost_alpha(len(experiment.trials))
+            with self.fits.active(), logscale.proposal(), costaware.weighting(alpha), \
                     with_rng_seed(seed=self.spec.optimizer.seed):
                 runs = gs.gen(experiment=experiment, n=1, num_trials=1 if center_only else n,
                               fixed_features=self._fixed_features())
