@@ -40,6 +40,7 @@ class JobWatch:
     def __init__(self, ctx: RunContext) -> None:
         self.store, self.exp, self.runner, self.ledger, self.messages = (ctx.store, ctx.exp, ctx.runner, ctx.ledger,
                                                                          ctx.messages)
+        self._said_spent = False  # budget.max_gpu_hours spent, and said so
 
     def read(self, statuses: Mapping[str, JobStatus], running: Mapping[int, RunningTrial], now: float,
              lost_after: float, outcomes: TrialOutcomes) -> list[tuple[int, Outcome]]:
@@ -103,11 +104,14 @@ class JobWatch:
 
     def count_gpu_time(self, running: Iterable[RunningTrial]) -> None:
         """The device time of the running attempts, for budget.max_gpu_hours (said once when it is spent)."""
-        now, was = time.time(), self.ledger.gpu_exhausted
+        now = time.time()
         runs = list(running)
         self.ledger.running_gpu_seconds = sum(attempt_usage(r.trial.attempts[-1], now).gpu_s
                                               for r in runs if r.trial.attempts)
-        if self.ledger.gpu_exhausted and not was:
+        # said once, whichever way the budget was spent: by running attempts, or by an
+        # attempt that ended between two ticks (then it is already spent at this tick)
+        if self.ledger.gpu_exhausted and not self._said_spent:
+            self._said_spent = True
             self.messages.note(f"budget.max_gpu_hours={self.ledger.spec.budget.max_gpu_hours:g} spent "
                                f"({self.ledger.gpu_hours:.2f} GPU-hours): no new trial starts; "
                                f"{len(runs)} running trials finish")
