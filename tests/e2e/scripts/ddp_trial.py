@@ -2,7 +2,9 @@
 
 Every process joins a gloo process group and all-reduces its rank; rank 0 logs
 `world_size`, `rank_sum` and the objectives f1 = x, f2 = 1 - x + y at step 1.
-With `--crash_rank r`, rank r exits 3 once the ranks have met.
+With `--crash_rank r`, rank r exits 3 once the ranks have met (leaving its process
+group first: a process that exits with a gloo group still open may abort in the
+group's destructor when its peers close theirs, and end by SIGABRT, not its code).
 """
 
 import argparse
@@ -26,6 +28,7 @@ t = torch.tensor([float(rank)])
 dist.all_reduce(t)
 print(f"rank {rank} of {world} pid {os.getpid()}: rank sum {t.item()}", flush=True)
 if rank == args.crash_rank:  # the trial's own failure on one rank, after the ranks met
+    dist.destroy_process_group()
     raise SystemExit(3)
 if rank == 0:
     w = EventFileWriter(os.environ["NASCTL_LOG_DIR"])
