@@ -13,6 +13,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The test processes run as an orchestrator process does (before torch is
+# imported): one intra-op thread, and BoTorch's fused kernel in the
+# installation's TORCH_EXTENSIONS_DIR, so the optimizers built inside the tests
+# and those of the orchestrators they start load one kernel, built once. On a
+# busy 2-core machine a second torch thread per pytest worker only competes
+# with the other worker and with the trial processes.
+from nasctl.orchestration.control import prepare_orchestrator_process  # noqa: E402
+
+prepare_orchestrator_process()
 PG_ADMIN = os.environ.get("NASCTL_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 MYSQL_ADMIN = os.environ.get("NASCTL_TEST_MYSQL", "mysql+pymysql://root@127.0.0.1:3306/test")
 
@@ -94,6 +104,16 @@ def free_port() -> int:
 # in one worker under pytest 9: it renames node ids through an attribute pytest 9
 # no longer reads.)
 _CLUSTER = ("tests/e2e/test_slurm", "tests/unit/test_runner_contract.py")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controlling process (not the xdist workers) starts the fused kernel's
+    build in its detached builder at once, so the first multi-objective
+    proposal of the session waits less (a no-op once it is built)."""
+    if not hasattr(config, "workerinput"):
+        from nasctl.optimizer.fused_kernel import prebuild_extension
+
+        prebuild_extension()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -126,16 +126,17 @@ def test_batched_partitionings_match_botorchs(m: int, seed: int) -> None:
 
 
 def test_more_bounds_than_the_first_guess() -> None:
-    """Six objectives, 40 points: the rows outgrow their first allocation."""
+    """Six objectives, 30 points: the rows outgrow their first allocation (with 40
+    points one of these fronts took BoTorch 20 s to decompose, for the same check)."""
     g = torch.Generator().manual_seed(7)
-    ys = [torch.rand(40, 6, generator=g, dtype=torch.float64) for _ in range(3)]
+    ys = [torch.rand(30, 6, generator=g, dtype=torch.float64) for _ in range(3)]
     ref = torch.zeros(6, dtype=torch.float64)
     batch = boxdecomp.SampleBatch()
     got = [boxdecomp.BatchedNondominatedPartitioning(ref_point=ref, Y=y, batch=batch) for y in ys]
     for y, p in zip(ys, got):
         want = FastNondominatedPartitioning(ref_point=ref, Y=y)
         assert torch.equal(p.get_hypercell_bounds(), want.hypercell_bounds)
-        assert p._U.shape[0] > 6 * 40 + 4 or p._U2.shape[0] > 6 * p._U.shape[0] + 4
+        assert p._U.shape[0] > 6 * 30 + 4 or p._U2.shape[0] > 6 * p._U.shape[0] + 4
 
 
 def test_a_batched_partitioning_updates_as_botorchs() -> None:
