@@ -155,7 +155,7 @@ nodes_ready() {  # both nodes usable; a node that answers but is drained or down
 
 healthy() {
   for d in $DAEMONS; do running "$d" || return 1; done
-  [[ $(sinfo -h -o '%T' 2>/dev/null | grep -cE '^(idle|mixed|allocated)') -ge 1 ]] || return 1
+  [[ $(sinfo -h -o '%T' 2>/dev/null | grep -cE '^(idle|mixed|allocated|completing)') -ge 1 ]] || return 1
   sacct -n -X -S now >/dev/null 2>&1
 }
 

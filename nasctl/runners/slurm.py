@@ -333,9 +333,12 @@ def query_jobs(job_ids: Sequence[str]) -> dict[str, SlurmRecord]:
         found[jid] = SlurmRecord(jid, parts[1], parts[2], _exit_code(parts[3]), "|".join(parts[7:]), parts[4],
                                  parts[5], parts[6])
     missing = sorted(set(job_ids) - set(found))
-    if missing:
+    # accounting keeps the reason a job had when it was recorded (often "None") while it
+    # waits; the controller's is the current one
+    waiting = sorted(j for j, r in found.items() if (r.state.split() or [""])[0] in PENDING_STATES)
+    if missing or waiting:
         # the controller still knows recent jobs (MinJobAge), also while slurmdbd is down
-        q = _run(["squeue", "-h", "-t", "all", "-j", ",".join(missing), "-o", "%i|%j|%T|%N|%S|%r"])
+        q = _run(["squeue", "-h", "-t", "all", "-j", ",".join(missing + waiting), "-o", "%i|%j|%T|%N|%S|%r"])
         if q.returncode != 0 and p.returncode != 0:
             raise SchedulerUnreachable(f"the Slurm controller and accounting do not answer (sacct: "
                                        f"{_first_line(p.stderr) or p.returncode}; squeue: "
@@ -344,6 +347,10 @@ def query_jobs(job_ids: Sequence[str]) -> dict[str, SlurmRecord]:
             parts = line.split("|")
             if len(parts) >= 6:
                 jid = parts[0].split("+")[0]
+                if jid in found:
+                    if parts[2] in PENDING_STATES:  # still waiting: take the controller's reason
+                        found[jid] = replace(found[jid], reason="|".join(parts[5:]))
+                    continue  # started or ended since: accounting's record follows within a poll
                 # squeue prints a pending job's expected start as its StartTime: not a start
                 start = parts[4] if parts[2] not in PENDING_STATES else ""
                 found[jid] = SlurmRecord(jid, parts[1], parts[2], None, "|".join(parts[5:]), parts[3], start)

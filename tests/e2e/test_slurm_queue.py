@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from nasctl.runners.base import JobRequest, JobState
-from nasctl.runners.slurm import SlurmRunner, job_id_of
+from nasctl.runners.base import JobRequest, JobState, JobStatus
+from nasctl.runners.slurm import SlurmRunner, job_id_of, map_state, query_jobs
 from nasctl.types import FailureClass, TrialStatus
 from tests.cluster import require_slurm
 from tests.conftest import run_cli
@@ -107,6 +107,29 @@ def test_a_queued_trial_shows_its_wait_then_runs_and_a_requeue_is_a_restart(tmp_
         for t in trials(db, name) if (tmp_path / "q.db").exists() else []:
             if t.job_handle:
                 subprocess.run(["scancel", str(job_id_of(t.job_handle))], capture_output=True)
+
+
+def test_a_waiting_job_has_the_controllers_reason_once_accounting_lists_it(tmp_path: Path) -> None:
+    """Accounting records a job's reason when it is recorded ("None") and keeps it while
+    the job waits; the controller's reason ("Resources") is the one the runner reports."""
+    require_slurm()
+    fillers = fill_the_nodes(tmp_path)
+    jid = ""
+    try:
+        jid = subprocess.run(["sbatch", "--parsable", "-N1", "--cpus-per-task=1", "--mem=100",
+                              f"--output={tmp_path}/w%j", "--wrap", "true"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        sacct = wait_until("accounting to list the waiting job", lambda: subprocess.run(
+            ["sacct", "-X", "-n", "--parsable2", "-j", jid, "--format=State,Reason"],
+            capture_output=True, text=True).stdout.strip(), 30)
+        assert sacct.startswith("PENDING|"), sacct
+        wait_until("the controller to give a reason", lambda: squeue(jid) in ("PENDING|Resources", "PENDING|Priority"),
+                   30)
+        record = query_jobs([jid])[jid]
+        assert record.state == "PENDING" and record.reason in ("Resources", "Priority"), (record, sacct)
+        assert map_state(record) == JobStatus(JobState.PENDING, record.reason)
+    finally:
+        subprocess.run(["scancel", *fillers, *([jid] if jid else [])], capture_output=True)
 
 
 def test_a_request_no_node_can_satisfy_is_refused_before_anything_is_written(tmp_path: Path) -> None:
