@@ -142,6 +142,11 @@ def ended_at(exit_record: Mapping[str, Any] | None, record: SlurmRecord) -> floa
     return slurm_time(record.end)
 
 
+def base_state(state: str) -> str:
+    """A Slurm state without what follows it (`CANCELLED by 0` -> `CANCELLED`)."""
+    return state.split()[0] if state.strip() else ""
+
+
 def map_state(record: SlurmRecord) -> JobStatus:
     """A Slurm job state (as sacct/squeue print it, e.g. `CANCELLED by 0`) as a `JobStatus`.
 
@@ -150,7 +155,7 @@ def map_state(record: SlurmRecord) -> JobStatus:
     or by anyone, is CANCELLED). A requeued job (REQUEUED, REQUEUE_HOLD, ...) is
     PENDING: Slurm runs it again under the same job id, so the attempt goes on.
     """
-    base = record.state.split()[0] if record.state else ""
+    base = base_state(record.state)
     node = record.node if record.node and record.node not in ("None", "None assigned", "(null)") else None
     if base in PENDING_STATES:
         reason = record.reason.split(",")[0].strip()
@@ -335,7 +340,7 @@ def query_jobs(job_ids: Sequence[str]) -> dict[str, SlurmRecord]:
     missing = sorted(set(job_ids) - set(found))
     # accounting keeps the reason a job had when it was recorded (often "None") while it
     # waits; the controller's is the current one
-    waiting = sorted(j for j, r in found.items() if (r.state.split() or [""])[0] in PENDING_STATES)
+    waiting = sorted(j for j, r in found.items() if base_state(r.state) in PENDING_STATES)
     if missing or waiting:
         # the controller still knows recent jobs (MinJobAge), also while slurmdbd is down
         q = _run(["squeue", "-h", "-t", "all", "-j", ",".join(missing + waiting), "-o", "%i|%j|%T|%N|%S|%r"])
