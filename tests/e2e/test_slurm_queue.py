@@ -176,7 +176,7 @@ def test_a_run_whose_jobs_can_never_start_stops_and_leaves_nothing_in_the_queue(
     spec = write_spec(tmp_path, name, "resumable_trial.py", {"time": "30"}, max_trials=4, parallelism=2)
     subprocess.run(["scontrol", "update", "PartitionName=debug", "MaxTime=10"], check=True)
     try:
-        p = run_cli("run", str(spec), "--db", db, "--json", timeout=300)
+        p = run_cli("run", str(spec), "--db", db, "--json", timeout=300, cwd=tmp_path)
     finally:
         subprocess.run(["scontrol", "update", "PartitionName=debug", "MaxTime=INFINITE"], check=True)
     assert p.returncode == 1, p.stderr[-2000:]
