@@ -20,13 +20,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e .
 	touch $(STAMP)
 
-# What the suite needs on top: the test tools, SAASBO (its tests run the
-# method), the MLflow client (the export's tests log to a local store) and the
-# docs site builder (the suite builds the site strictly).
+# What the suite needs on top: the test tools, the MLflow client (the export's
+# tests log to a local store), the docs site builder (the suite builds the site
+# strictly) and SAASBO (its tests run the method). SAASBO's JAX and NumPyro go
+# into $(VENV)/saasbo, not into the virtualenv: BoTorch imports JAX whenever it
+# can (about a second of every orchestrator's start, hundreds in the suite), and
+# only the tests marked `saasbo` need it; scripts/test-suite.sh puts the folder
+# on their PYTHONPATH.
 install-test: $(TEST_STAMP)
 
 $(TEST_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[test,saasbo,mlflow,docs]"
+	$(PY) -m pip install --quiet -e ".[test,mlflow,docs]"
+	$(PY) scripts/install_extra_beside.py saasbo $(VENV)/saasbo
 	touch $(TEST_STAMP)
 
 # The tutorial's NAS: 48 trials of a Lightning MLP on digits, 2 at a time, on the

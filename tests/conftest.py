@@ -117,6 +117,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from nasctl.optimizer.methods import saasbo_available
+
+    no_saasbo = pytest.mark.skip(reason="needs the saasbo extra importable: PYTHONPATH=.venv/saasbo "
+                                        "(scripts/test-suite.sh runs the tests marked saasbo so)")
     for item in items:
         if item.path.relative_to(ROOT).as_posix().startswith(_CLUSTER):
             item.add_marker(pytest.mark.cluster)
+        if item.get_closest_marker("saasbo") and not saasbo_available():
+            item.add_marker(no_saasbo)

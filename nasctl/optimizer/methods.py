@@ -39,7 +39,7 @@ SAASBO_MAX_TRIALS = 200
 posterior sample and a large data set identifies the relevant dimensions anyway."""
 
 
-SAASBO_INSTALL_HINT = "pip install 'nasctl[saasbo]' (JAX and NumPyro; `make install` includes them)"
+SAASBO_INSTALL_HINT = "pip install 'nasctl[saasbo]' (JAX and NumPyro, about 600 MB)"
 
 
 def saasbo_available() -> bool:

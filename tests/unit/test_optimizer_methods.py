@@ -27,7 +27,11 @@ def check_valid(spec: ExperimentSpec, params: dict[str, Any]) -> None:
             assert isinstance(v, float) and p.low <= v <= p.high
 
 
-def test_auto_rule() -> None:
+def test_auto_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nasctl.optimizer import methods
+
+    # the rule as it stands with the saasbo extra installed (without it: the next-but-one test)
+    monkeypatch.setattr(methods, "saasbo_available", lambda: True)
     assert resolve_method(make_spec(CELL)).method == "categorical"
     assert resolve_method(make_spec(MIXED)).method == "botorch"
     wide = {f"x{i}": {"type": "float", "low": 0.0, "high": 1.0} for i in range(24)}
@@ -76,6 +80,7 @@ def test_categorical_on_mixed_space_with_conditionals() -> None:
         assert ("width_2" in active) == (c.parameters["depth"] == 2)
 
 
+@pytest.mark.saasbo
 def test_saasbo_proposes_valid_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
     # a very short NUTS chain: validity does not depend on it. Still the slowest
     # test here (JAX compiles the sampler: ~20 s CPU), so one model proposal only;
