@@ -25,8 +25,13 @@ def extra_requirements(extra: str) -> list[str]:
     found = [str(Requirement(r)).split(";")[0].strip() for r in requires
              if Requirement(r).marker is not None and Requirement(r).marker.evaluate({"extra": extra})]
     if not found:
-        sys.exit(f"nasctl has no extra {extra!r}: name one of its extras in pyproject.toml")
+        raise SystemExit(_bad(f"nasctl has no extra {extra!r}: name one of its extras in pyproject.toml"))
     return found
+
+
+def _bad(message: str) -> int:
+    print(message, file=sys.stderr)
+    return 2
 
 
 def missing(requirements: list[str]) -> list[str]:
@@ -39,7 +44,7 @@ def missing(requirements: list[str]) -> list[str]:
 
 def main() -> None:
     if len(sys.argv) != 3:
-        sys.exit("usage: python scripts/install_extra_beside.py EXTRA FOLDER")
+        raise SystemExit(_bad("usage: python scripts/install_extra_beside.py EXTRA FOLDER (name an extra and a folder)"))
     extra, folder = sys.argv[1], sys.argv[2]
     packages = missing(extra_requirements(extra))
     if packages:

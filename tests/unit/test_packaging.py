@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata as md
 import re
+import runpy
 import subprocess
 import sys
 import tomllib
@@ -104,3 +105,22 @@ def test_the_wheel_carries_static_files_migrations_and_licence_and_builds_withou
     assert "License-Expression: MIT" in metadata
     assert "Provides-Extra: saasbo" in metadata and "Provides-Extra: test" in metadata
     assert not any(n.startswith(("tests/", "benchmarks/", "docs/")) for n in names)
+
+
+def test_an_extra_installed_beside_the_virtualenv_holds_only_what_it_lacks() -> None:
+    """`make install-test` keeps the saasbo extra in .venv/saasbo: the extra's own pins
+    come from nasctl's metadata, the folder adds nothing the virtualenv already has, and
+    an extra nasctl does not have is refused in one line."""
+    script = ROOT / "scripts" / "install_extra_beside.py"
+    extra_requirements = runpy.run_path(str(script))["extra_requirements"]
+    assert sorted(extra_requirements("saasbo")) == sorted(PYPROJECT["optional-dependencies"]["saasbo"])
+    folder = ROOT / ".venv" / "saasbo"
+    if folder.is_dir():  # what make install-test put there: nothing the virtualenv has
+        beside = {canonical(p.name.split("-")[0]) for p in folder.glob("*.dist-info")}
+        assert {"jax", "jaxlib", "numpyro"} <= beside
+        installed = {canonical(d.metadata["Name"]) for d in md.distributions(path=[p for p in sys.path
+                                                                                   if "site-packages" in p])}
+        assert not beside & installed, f"{sorted(beside & installed)} are in the virtualenv and beside it"
+    bad = subprocess.run([sys.executable, str(script), "no-such-extra", "/tmp/unused"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no extra 'no-such-extra'" in bad.stderr
