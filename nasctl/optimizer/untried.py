@@ -39,6 +39,14 @@ Off by default: on the time-to-front tables it was not better on enough seeds
 (docs/multifidelity.md, "Continuing paused configurations");
 `benchmarks/ablation.py` variant `continue-paused` turns it on."""
 
+UNFIXED = False
+"""Whether spaces with no feature held fixed are listed too (every parameter
+discrete, at most `MAX_ENUMERATED` configurations). Ax enumerates such a space
+itself only up to BoTorch's `MAX_CHOICES_ENUMERATE` (10,000) and searches a
+larger one (NAS-Bench-201's 15,625 cells) locally from a few starts
+(`strategies.LOCAL_SEARCH_BUDGET`). Off: Ax's rule (`benchmarks/ablation.py`
+variant `list-unfixed` turns it on)."""
+
 PENDING_AT_FIXED = False
 """Whether configurations in flight at any rung are pending points at the fixed
 features (`pending_at_fixed`); off keeps Ax's rule (only those already there).
@@ -68,7 +76,7 @@ def untried_candidates(
         feature is continuous, or there are more than `limit` configurations.
     """
     fixed = dict(fixed_features or {})
-    if not fixed:
+    if not fixed and not UNFIXED:
         return None
     free = [i for i in range(dims) if i not in fixed]
     if not free or any(i not in discrete_choices for i in free):
@@ -136,5 +144,5 @@ def pending_at_fixed(
     return out
 
 
-__all__ = ["CONTINUE_PAUSED", "MAX_ENUMERATED", "PENDING_AT_FIXED", "at_fixed", "pending_at_fixed",
+__all__ = ["CONTINUE_PAUSED", "MAX_ENUMERATED", "PENDING_AT_FIXED", "UNFIXED", "at_fixed", "pending_at_fixed",
            "untried_candidates"]

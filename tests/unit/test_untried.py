@@ -31,6 +31,16 @@ def test_nothing_is_listed_where_ax_already_avoids_repeats_or_the_space_is_too_l
     assert untried.untried_candidates(3, CHOICES, {2: 1.0}, [], limit=6) is not None
 
 
+def test_with_unfixed_a_fully_discrete_space_is_listed_without_fixed_features(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(untried, "UNFIXED", True)
+    tried = [torch.tensor([[1.0, 0.0, 1.0]], dtype=torch.double), None]
+    out = untried.untried_candidates(3, CHOICES, None, tried)
+    assert out is not None and out.shape == (6 * len(CHOICES[2]) - 1, 3)
+    assert (1.0, 0.0, 1.0) not in {tuple(r) for r in out.tolist()}
+    assert untried.untried_candidates(3, {0: [0.0, 1.0], 2: [0.0]}, None, []) is None  # column 1 continuous
+    assert untried.untried_candidates(3, CHOICES, None, [], limit=5) is None
+
+
 SPEC = """
 name: mfd
 search_space:
