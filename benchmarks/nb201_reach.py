@@ -25,6 +25,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 
 from benchmarks import args as bargs
 from benchmarks.problems import get_problem, nb201_2obj
+from benchmarks.time_to_front import hv_at
 
 OPS = [f"Op{i}" for i in range(6)]
 
@@ -42,8 +43,6 @@ def distance(a: tuple[str, ...], b: tuple[str, ...]) -> int:
 
 
 def reach(run: dict, best: list[tuple[str, ...]]) -> dict[str, float]:
-    from benchmarks.time_to_front import hv_at
-
     done = [j for j in run["jobs"] if j["end"] == "completed" and j["values"]]
     near = [min(distance(tuple(j["parameters"][o] for o in OPS), b) for b in best) for j in done]
     return {"trials": len(done), "within_1": sum(d <= 1 for d in near), "within_2": sum(d <= 2 for d in near),

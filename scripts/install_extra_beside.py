@@ -21,9 +21,9 @@ from packaging.requirements import Requirement
 
 
 def extra_requirements(extra: str) -> list[str]:
-    requires = importlib.metadata.requires("nasctl") or []
-    found = [str(Requirement(r)).split(";")[0].strip() for r in requires
-             if Requirement(r).marker is not None and Requirement(r).marker.evaluate({"extra": extra})]
+    requirements = [Requirement(r) for r in importlib.metadata.requires("nasctl") or []]
+    found = [f"{r.name}{r.specifier}" for r in requirements
+             if r.marker is not None and r.marker.evaluate({"extra": extra})]
     if not found:
         raise SystemExit(_bad(f"nasctl has no extra {extra!r}: name one of its extras in pyproject.toml"))
     return found

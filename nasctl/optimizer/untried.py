@@ -72,7 +72,7 @@ def untried_candidates(
 
     Returns:
         The candidates (rows), or None where this does not apply: no feature is held
-        fixed (Ax's own discrete optimiser already avoids observed points), a free
+        fixed and `UNFIXED` is off (Ax's own discrete optimiser already avoids observed points), a free
         feature is continuous, or there are more than `limit` configurations.
     """
     fixed = dict(fixed_features or {})

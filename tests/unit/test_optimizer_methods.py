@@ -30,7 +30,7 @@ def check_valid(spec: ExperimentSpec, params: dict[str, Any]) -> None:
 def test_auto_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     from nasctl.optimizer import methods
 
-    # the rule as it stands with the saasbo extra installed (without it: the next-but-one test)
+    # the rule as it stands with the saasbo extra installed (without it: test_saasbo_without_jax_falls_back_or_is_refused)
     monkeypatch.setattr(methods, "saasbo_available", lambda: True)
     assert resolve_method(make_spec(CELL)).method == "categorical"
     assert resolve_method(make_spec(MIXED)).method == "botorch"
