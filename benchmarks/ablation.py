@@ -23,9 +23,12 @@ with the grid. Variants:
 - pending-at-top: with features held fixed (multi-fidelity), every
   configuration in flight at another rung is a pending point at those features
   too, not only the trials pending there (Ax's rule; `untried.pending_at_fixed`);
-- list-unfixed: a fully discrete space with nothing held fixed is listed
-  whole too (up to `untried.MAX_ENUMERATED` configurations), instead of Ax's
-  local search above BoTorch's 10,000 (NAS-Bench-201's 15,625 cells);
+- list-unfixed: every fully discrete space with nothing held fixed is listed
+  (up to `untried.MAX_ENUMERATED` configurations) and scored whole by the exact
+  acquisition, without the screen (`screen`), whatever its size;
+- no-screen: no list longer than BoTorch's 10,000 is screened, and such a fully
+  discrete space with nothing held fixed (NAS-Bench-201's 15,625 cells) is
+  left to Ax's local search from a few starts (`screen.SCREEN`);
 - continue-paused: with features held fixed (multi-fidelity), configurations
   trained only to a lower rung are among the model's candidates too, and one it
   chooses continues from its checkpoint to the next rung (`untried.CONTINUE_PAUSED`);
@@ -135,7 +138,8 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "no-repeat-guard": [("novelty", "REPEAT_RADIUS", 0.0)],
         "no-untried": [("untried", "MAX_ENUMERATED", 0)],
         "pending-at-top": [("untried", "PENDING_AT_FIXED", True)],
-        "list-unfixed": [("untried", "UNFIXED", True)],
+        "list-unfixed": [("untried", "UNFIXED", True), ("screen", "SCREEN", False)],
+        "no-screen": [("screen", "SCREEN", False)],
         "continue-paused": [("untried", "CONTINUE_PAUSED", True)],
         "cost-aware": [("costaware", "COST_AWARE", True)],
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],

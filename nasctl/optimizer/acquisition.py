@@ -17,6 +17,10 @@ dashboard's diagnostics) gets their own behaviour.
   trial has yet (`untried`), as Ax does in a fully discrete space (and, with
   `untried.PENDING_AT_FIXED`, off by default, counts every configuration in
   flight at another rung as pending there: `untried.pending_at_fixed`).
+  A list longer than BoTorch scores whole (10,000) is first screened by a
+  cheap hypervolume improvement (`screen`), and then a fully discrete space
+  that large is listed too, with nothing held fixed, instead of Ax's local
+  search from a few starts.
   With `optimizer.cost_aware`, an improvement acquisition is divided by the
   modelled cost raised to the cooled weight alpha (`cost_weighted`, see
   `costaware`).
@@ -42,6 +46,7 @@ dashboard's diagnostics) gets their own behaviour.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import torch
@@ -51,7 +56,7 @@ from ax.exceptions.model import ModelError
 from botorch.acquisition.logei import TAU_RELU, qLogNoisyExpectedImprovement
 from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
 
-from nasctl.optimizer import costaware, jointpost, logscale, nondominated, singleq, untried
+from nasctl.optimizer import costaware, jointpost, logscale, nondominated, screen, singleq, untried
 from nasctl.optimizer.boxdecomp import BatchedNondominatedPartitioning, NumpyNondominatedPartitioning, SampleBatch
 
 SPEEDUPS: frozenset[str] = frozenset(
@@ -182,10 +187,16 @@ class NasctlAcquisition(Acquisition):
                 # stays a candidate: the optimizer continues it (`multifidelity`)
                 observed = [untried.at_fixed(x, fixed_features) for x in observed]
             tried = [*observed, *self._pending_all, self.X_observed, self.X_pending]
+            screens = screen.applies(self.acqf)
+            # a space too large for Ax to score whole is listed where the list can be screened
+            # (Ax would search it locally from a few starts)
+            unfixed = screens and math.prod(len(c) for c in ssd.discrete_choices.values()) > screen.ABOVE
             listed = untried.untried_candidates(len(ssd.feature_names), ssd.discrete_choices, fixed_features,
-                                                tried, dtype=self.dtype or torch.double)
+                                                tried, dtype=self.dtype or torch.double, unfixed=unfixed)
             if listed is not None and listed.shape[0] >= n:
-                candidate_set = listed.to(device=self.device)
+                listed = listed.to(device=self.device)
+                # too many to score by the exact acquisition: the best by a cheap one (`screen`)
+                candidate_set = screen.shortlist(self.acqf, listed, n) if listed.shape[0] > screen.ABOVE else listed
         return super().optimize(n, search_space_digest, inequality_constraints=inequality_constraints,
                                 equality_constraints=equality_constraints, fixed_features=fixed_features,
                                 rounding_func=rounding_func, optimizer_options=optimizer_options,

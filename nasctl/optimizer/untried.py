@@ -60,6 +60,7 @@ def untried_candidates(
     tried: Sequence[torch.Tensor | None],
     dtype: torch.dtype = torch.double,
     limit: int | None = None,
+    unfixed: bool = False,
 ) -> torch.Tensor | None:
     """Every configuration of the free features not in `tried`, with the fixed features set.
 
@@ -69,14 +70,16 @@ def untried_candidates(
         fixed_features: columns held at a value (the fidelity at its top rung).
         tried: points already observed or pending (rows of `dims` columns, or None).
         limit: most configurations to list (default `MAX_ENUMERATED`; 0 lists none).
+        unfixed: list a space with no feature held fixed too (as `UNFIXED` does); the
+            acquisition asks for it where it screens a long list (`screen`).
 
     Returns:
         The candidates (rows), or None where this does not apply: no feature is held
-        fixed and `UNFIXED` is off (Ax's own discrete optimiser already avoids observed points), a free
+        fixed and neither `unfixed` nor `UNFIXED` is set (Ax's own discrete optimiser already avoids observed points), a free
         feature is continuous, or there are more than `limit` configurations.
     """
     fixed = dict(fixed_features or {})
-    if not fixed and not UNFIXED:
+    if not fixed and not (unfixed or UNFIXED):
         return None
     free = [i for i in range(dims) if i not in fixed]
     if not free or any(i not in discrete_choices for i in free):
