@@ -47,6 +47,9 @@ KEEP = 512
 SAMPLES = 8
 """Posterior draws per candidate in the screen."""
 
+_POSTERIOR_ROWS = 256
+"""Candidates per posterior call (its cost: their joint covariance, and a fixed part per call)."""
+
 _CHUNK_ELEMENTS = 1 << 23
 """Most elements of one draws x candidates x cells x objectives block (64 MiB of doubles)."""
 
@@ -70,14 +73,16 @@ def screened_improvement(acqf: qLogNoisyExpectedHypervolumeImprovement, candidat
     chunk = max(1, _CHUNK_ELEMENTS // max(1, s * cells * m))
     with torch.no_grad():
         for block in torch.split(candidates, chunk):
-            X = block.unsqueeze(-2)  # n x 1 x d
-            post = acqf.model.posterior(X)
-            mean, sd = post.mean, post.variance.clamp_min(0).sqrt()  # n x 1 x outputs
+            # marginal means and variances from joint posteriors of a few hundred candidates
+            # each: a batch of one-point posteriors costs two to three times as much
+            parts = [acqf.model.posterior(part) for part in torch.split(block, _POSTERIOR_ROWS)]
+            mean = torch.cat([p.mean for p in parts], dim=-2).unsqueeze(-2)  # n x 1 x outputs
+            sd = torch.cat([p.variance for p in parts], dim=-2).clamp_min(0).sqrt().unsqueeze(-2)
             if normals is None:
                 gen = torch.Generator(device="cpu").manual_seed(0)
                 normals = torch.randn(s, 1, 1, mean.shape[-1], generator=gen, dtype=mean.dtype).to(mean.device)
             draws = mean.unsqueeze(0) + sd.unsqueeze(0) * normals  # s x n x 1 x outputs
-            obj = acqf.objective(draws, X=X)  # s x n x 1 x m
+            obj = acqf.objective(draws, X=block.unsqueeze(-2))  # s x n x 1 x m
             edges = (torch.minimum(obj, upper.unsqueeze(1)) - lower.unsqueeze(1)).clamp_min(0)  # s x n x cells x m
             hvi = edges.prod(dim=-1).sum(dim=-1)  # s x n
             if acqf.constraints:
