@@ -56,14 +56,16 @@ _CHUNK_ELEMENTS = 1 << 23
 
 def applies(acqf: Any) -> bool:
     """Whether `acqf` can be screened: a (log) noisy hypervolume improvement with one set of boxes per sample."""
-    return (SCREEN and isinstance(acqf, qLogNoisyExpectedHypervolumeImprovement)
-            and getattr(acqf, "cell_lower_bounds", None) is not None and acqf.cell_lower_bounds.ndim == 3)
+    bounds = getattr(acqf, "cell_lower_bounds", None)
+    return bool(SCREEN and isinstance(acqf, qLogNoisyExpectedHypervolumeImprovement)
+                and isinstance(bounds, torch.Tensor) and bounds.ndim == 3)
 
 
-def screened_improvement(acqf: qLogNoisyExpectedHypervolumeImprovement, candidates: torch.Tensor,
+def screened_improvement(acqf: Any, candidates: torch.Tensor,
                          samples: int = SAMPLES) -> tuple[torch.Tensor, torch.Tensor]:
     """The mean hypervolume improvement of each candidate (rows) over `samples` marginal draws,
-    and the sum of its outputs' posterior standard deviations (which breaks ties)."""
+    and the sum of its outputs' posterior standard deviations (which breaks ties). `acqf` is
+    a qLogNEHVI (`applies`), typed `Any`: torch types a module's buffers loosely."""
     lower, upper = acqf.cell_lower_bounds, acqf.cell_upper_bounds  # mc x cells x m
     pick = torch.linspace(0, lower.shape[0] - 1, min(samples, lower.shape[0])).round().long()
     lower, upper = lower[pick], upper[pick]

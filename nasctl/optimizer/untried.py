@@ -40,12 +40,14 @@ Off by default: on the time-to-front tables it was not better on enough seeds
 `benchmarks/ablation.py` variant `continue-paused` turns it on."""
 
 UNFIXED = False
-"""Whether spaces with no feature held fixed are listed too (every parameter
-discrete, at most `MAX_ENUMERATED` configurations). Ax enumerates such a space
-itself only up to BoTorch's `MAX_CHOICES_ENUMERATE` (10,000) and searches a
-larger one (NAS-Bench-201's 15,625 cells) locally from a few starts
-(`strategies.LOCAL_SEARCH_BUDGET`). Off: Ax's rule (`benchmarks/ablation.py`
-variant `list-unfixed` turns it on)."""
+"""Whether every space with no feature held fixed is listed (every parameter
+discrete, at most `MAX_ENUMERATED` configurations), whatever its size. Ax
+scores such a space whole itself up to BoTorch's `MAX_CHOICES_ENUMERATE`
+(10,000); a larger one (NAS-Bench-201's 15,625 cells) the acquisition lists
+anyway where it can screen the list (`unfixed`, see `screen`), else Ax searches
+it locally from a few starts (`strategies.LOCAL_SEARCH_BUDGET`). Off
+(`benchmarks/ablation.py` variant `list-unfixed` turns it on, with the screen
+off: every untried configuration scored by the exact acquisition)."""
 
 PENDING_AT_FIXED = False
 """Whether configurations in flight at any rung are pending points at the fixed
