@@ -8,7 +8,7 @@ best cells (docs/benchmarks.md, "Why is nasctl behind TPE on NAS-Bench-201").
 Scoring every untried cell by the exact acquisition found them, but took 8-11 s
 a proposal.
 
-`shortlist` keeps the `KEEP` candidates with the highest screened improvement;
+`shortlist` keeps the `KEEP` (256) candidates with the highest screened improvement;
 the exact acquisition (nasctl's qLogNEHVI, with the pending trials) then picks
 among them (`acquisition.NasctlAcquisition.optimize`). The screened improvement
 is the acquisition's own hypervolume improvement with two shortcuts: each
@@ -41,8 +41,15 @@ fixed listed where Ax would search locally); `benchmarks/ablation.py` variant
 ABOVE = MAX_CHOICES_ENUMERATE
 """Lists at most this long are scored whole by the exact acquisition (BoTorch's own limit)."""
 
-KEEP = 512
+KEEP = 256
 """Candidates the exact acquisition scores after the screen."""
+
+MAX_CELL_COORDINATES = 256
+"""Most boxes x objectives of the acquisition's front for the screen to apply. Both the
+screen and the exact acquisition cost in proportion to them: with four objectives and
+50 trials (230 boxes) the exact acquisition took 13 ms a candidate and the screen of
+15,625 cells 3 s (2-core machine), where Ax's local search costs less; with two
+objectives and 60 trials (18 boxes) the screen took 0.6-0.75 s and 512 exact candidates 0.25-0.5 s."""
 
 SAMPLES = 8
 """Posterior draws per candidate in the screen."""
@@ -55,10 +62,12 @@ _CHUNK_ELEMENTS = 1 << 23
 
 
 def applies(acqf: Any) -> bool:
-    """Whether `acqf` can be screened: a (log) noisy hypervolume improvement with one set of boxes per sample."""
+    """Whether `acqf` can be screened: a (log) noisy hypervolume improvement with one set of
+    boxes per sample, not more of them than `MAX_CELL_COORDINATES` allows."""
     bounds = getattr(acqf, "cell_lower_bounds", None)
     return bool(SCREEN and isinstance(acqf, qLogNoisyExpectedHypervolumeImprovement)
-                and isinstance(bounds, torch.Tensor) and bounds.ndim == 3)
+                and isinstance(bounds, torch.Tensor) and bounds.ndim == 3
+                and bounds.shape[-2] * bounds.shape[-1] <= MAX_CELL_COORDINATES)
 
 
 def screened_improvement(acqf: Any, candidates: torch.Tensor,
@@ -108,4 +117,4 @@ def shortlist(acqf: Any, candidates: torch.Tensor, n: int = 1, keep: int = KEEP)
     return candidates[torch.sort(order).values]
 
 
-__all__ = ["ABOVE", "KEEP", "SAMPLES", "SCREEN", "applies", "screened_improvement", "shortlist"]
+__all__ = ["ABOVE", "KEEP", "MAX_CELL_COORDINATES", "SAMPLES", "SCREEN", "applies", "screened_improvement", "shortlist"]

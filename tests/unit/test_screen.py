@@ -100,5 +100,10 @@ def test_without_the_screen_or_a_hypervolume_acquisition_nothing_is_screened(
     assert not screen.applies(acq.acqf)
     assert screen.shortlist(acq.acqf, listed, n=1, keep=32) is listed
     monkeypatch.setattr(screen, "SCREEN", True)
+    monkeypatch.setattr(screen, "MAX_CELL_COORDINATES", 1)  # a front with more boxes costs too much to screen
+    assert not screen.applies(acq.acqf)
+    assert screen.shortlist(acq.acqf, listed, n=1, keep=32) is listed
+    monkeypatch.setattr(screen, "MAX_CELL_COORDINATES", 256)
+    assert screen.applies(acq.acqf)
     assert not screen.applies(object())
     assert not screen.applies(qLogNoisyExpectedImprovement.__new__(qLogNoisyExpectedImprovement))
