@@ -26,9 +26,10 @@ with the grid. Variants:
 - list-unfixed: every fully discrete space with nothing held fixed is listed
   (up to `untried.MAX_ENUMERATED` configurations) and scored whole by the exact
   acquisition, without the screen (`screen`), whatever its size;
-- no-screen: no list longer than BoTorch's 10,000 is screened, and such a fully
-  discrete space with nothing held fixed (NAS-Bench-201's 15,625 cells) is
-  left to Ax's local search from a few starts (`screen.SCREEN`);
+- screen: a list longer than BoTorch's 10,000 is screened to 256 by a cheap
+  hypervolume improvement before the exact one, and such a fully discrete space
+  with nothing held fixed (NAS-Bench-201's 15,625 cells) is listed so, instead
+  of Ax's local search from a few starts (`screen.SCREEN`);
 - continue-paused: with features held fixed (multi-fidelity), configurations
   trained only to a lower rung are among the model's candidates too, and one it
   chooses continues from its checkpoint to the next rung (`untried.CONTINUE_PAUSED`);
@@ -139,7 +140,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "no-untried": [("untried", "MAX_ENUMERATED", 0)],
         "pending-at-top": [("untried", "PENDING_AT_FIXED", True)],
         "list-unfixed": [("untried", "UNFIXED", True), ("screen", "SCREEN", False)],
-        "no-screen": [("screen", "SCREEN", False)],
+        "screen": [("screen", "SCREEN", True)],
         "continue-paused": [("untried", "CONTINUE_PAUSED", True)],
         "cost-aware": [("costaware", "COST_AWARE", True)],
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],

@@ -17,10 +17,10 @@ dashboard's diagnostics) gets their own behaviour.
   trial has yet (`untried`), as Ax does in a fully discrete space (and, with
   `untried.PENDING_AT_FIXED`, off by default, counts every configuration in
   flight at another rung as pending there: `untried.pending_at_fixed`).
-  A list longer than BoTorch scores whole (10,000) is first screened by a
-  cheap hypervolume improvement (`screen`), and then a fully discrete space
-  that large is listed too, with nothing held fixed, instead of Ax's local
-  search from a few starts.
+  With `screen.SCREEN` (off by default), a list longer than BoTorch scores
+  whole (10,000) is first screened by a cheap hypervolume improvement
+  (`screen`), and then a fully discrete space that large is listed too, with
+  nothing held fixed, instead of Ax's local search from a few starts.
   With `optimizer.cost_aware`, an improvement acquisition is divided by the
   modelled cost raised to the cooled weight alpha (`cost_weighted`, see
   `costaware`).

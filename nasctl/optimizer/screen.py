@@ -22,7 +22,8 @@ The acquisition's objective (signs, the raw scale of log-modelled objectives)
 and its outcome constraints (a draw that breaks one improves nothing) apply to
 the draws as they do in the exact acquisition.
 
-Pure torch; applies to BoTorch's qLogNEHVI and its subclasses (`applies`).
+Off by default (`SCREEN`). Pure torch; applies to BoTorch's qLogNEHVI and its
+subclasses (`applies`).
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ import torch
 from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
 from botorch.optim.optimize_mixed import MAX_CHOICES_ENUMERATE
 
-SCREEN = True
+SCREEN = False
 """Whether lists longer than `ABOVE` are screened (and spaces with nothing held
-fixed listed where Ax would search locally); `benchmarks/ablation.py` variant
-`no-screen` turns it off (Ax's local search, as before)."""
+fixed listed where Ax would search locally). Off by default: on NAS-Bench-201
+(10 seeds) it was level at the end of the budget and behind at a quarter, and
+doubled the proposal time (docs/benchmarks.md, "Why is nasctl behind TPE on
+NAS-Bench-201"); `benchmarks/ablation.py` variant `screen` turns it on."""
 
 ABOVE = MAX_CHOICES_ENUMERATE
 """Lists at most this long are scored whole by the exact acquisition (BoTorch's own limit)."""

@@ -44,8 +44,8 @@ UNFIXED = False
 discrete, at most `MAX_ENUMERATED` configurations), whatever its size. Ax
 scores such a space whole itself up to BoTorch's `MAX_CHOICES_ENUMERATE`
 (10,000); a larger one (NAS-Bench-201's 15,625 cells) the acquisition lists
-anyway where it can screen the list (`unfixed`, see `screen`), else Ax searches
-it locally from a few starts (`strategies.LOCAL_SEARCH_BUDGET`). Off
+anyway where it screens the list (`unfixed`; `screen.SCREEN`, off by default),
+else Ax searches it locally from a few starts (`strategies.LOCAL_SEARCH_BUDGET`). Off
 (`benchmarks/ablation.py` variant `list-unfixed` turns it on, with the screen
 off: every untried configuration scored by the exact acquisition)."""
 

@@ -51,6 +51,11 @@ def _observed(n: int = 12) -> torch.Tensor:
     return grid[torch.randperm(grid.shape[0], generator=gen)[:n]]
 
 
+@pytest.fixture(autouse=True)
+def _screen_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(screen, "SCREEN", True)  # off by default (variant `screen` of benchmarks/ablation.py)
+
+
 def test_the_shortlist_holds_the_exact_acquisitions_best_candidate() -> None:
     """Screened to 32 of 613, the list keeps the candidate the exact acquisition ranks first
     (a screen that chose at random would keep it about one time in twenty)."""
