@@ -88,8 +88,17 @@ def test_a_space_larger_than_ax_scores_whole_is_proposed_from_the_screened_list(
     short = screen.shortlist(acq.acqf, listed, n=1)
     with torch.no_grad():
         expected = short[acq.acqf(short.unsqueeze(-2)).argmax()]
+    screened: list[torch.Tensor] = []
+    shortlist = screen.shortlist
+
+    def recording(acqf, candidates, n=1):  # type: ignore[no-untyped-def]
+        screened.append(candidates)
+        return shortlist(acqf, candidates, n)
+
+    monkeypatch.setattr(screen, "shortlist", recording)  # nasctl's own function, to see what was screened
     candidates, _, _ = acq.optimize(1, ssd)
     assert torch.equal(candidates[0], expected)
+    assert len(screened) == 1 and torch.equal(screened[0], listed)  # every untried configuration, nothing fixed
 
 
 def test_without_the_screen_or_a_hypervolume_acquisition_nothing_is_screened(
