@@ -27,7 +27,6 @@ from nasctl.orchestration.outcomes import Outcome, TrialOutcomes
 from nasctl.orchestration.running import RunningTrial, disk_full
 from nasctl.runners.base import JobRequest, attempt_suffix
 from nasctl.runners.devices import visible_devices_env
-from nasctl.store.store import utcnow
 from nasctl.types import TrialRecord, TrialStatus
 
 
@@ -66,6 +65,7 @@ class TrialLauncher:
         self._owner_alive = owner_alive
         self._messages = ctx.messages
         self._ledger = ctx.ledger
+        self._clock = ctx.clock  # the times of the attempts it starts
         self._outcomes = outcomes
         self._placer: DevicePlacer | None = None  # created by the first trial that asks for a GPU
         self.waiting: set[int] = set()  # candidates marked as waiting for devices
@@ -182,10 +182,11 @@ class TrialLauncher:
             job = self.runner.submit(prepared.request)
         self.uncertain.discard(rec.index)
         failpoints.hit("after_submit")
-        started = attempts_mod.started(rec.attempts, job, utcnow(), queued=self.runner.queues,
+        now = self._clock.now()
+        started = attempts_mod.started(rec.attempts, job, now, queued=self.runner.queues,
                                        gpus=self.devices_held(prepared))
         rec = self.store.mark_trial_running(rec.id, job.handle, self.runner.scheduler, job.metadata,
-                                            devices=prepared.devices, attempts=started)
+                                            devices=prepared.devices, attempts=started, at=now)
         failpoints.hit("after_record_running")
         return RunningTrial.launched(rec, job, prepared.request.env["NASCTL_LOG_DIR"])
 
@@ -214,7 +215,7 @@ class TrialLauncher:
         if devices is None:
             if rec.index not in self.waiting:
                 self.waiting.add(rec.index)
-                self.store.set_device_wait(rec.id, utcnow())
+                self.store.set_device_wait(rec.id, self._clock.now())
                 self._messages.note(
                     f"trial {rec.index} waits for {request.gpu} free device{'s' if request.gpu > 1 else ''} "
                     f"(devices {','.join(inventory.devices)} are all in use)")

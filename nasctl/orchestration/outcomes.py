@@ -8,7 +8,6 @@ rebuilds the ledger and the optimizer from the store (nasctl/orchestration/resum
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -32,7 +31,6 @@ from nasctl.orchestration.running import (
     started_epoch,
 )
 from nasctl.runners.base import SubmittedJob
-from nasctl.leases import utcnow
 from nasctl.types import FailureClass, Observation, TrialRecord, TrialStatus
 
 
@@ -86,11 +84,10 @@ class Outcome:
     ran_from: float | None = None
     device_seconds: float | None = None
 
-    def end_time(self, started: float) -> datetime:
+    def end_time(self, started: float, now: float) -> datetime:
         """When the trial ended, as the store keeps times: the scheduler's end where
         known (an outage between the end and the poll that saw it does not stretch the
-        trial), never before `started` (epoch) nor after now."""
-        now = time.time()
+        trial), never before `started` (epoch) nor after `now` (the loop's clock)."""
         at = now if self.ended_at is None else max(started, min(now, self.ended_at))
         return datetime.fromtimestamp(at, timezone.utc).replace(tzinfo=None)
 
@@ -106,6 +103,7 @@ class TrialOutcomes:
     def __init__(self, ctx: RunContext) -> None:
         self.store, self.exp, self.spec, self.runner = ctx.store, ctx.exp, ctx.spec, ctx.runner
         self.gen, self.ledger, self.stopper, self._messages = ctx.generator, ctx.ledger, ctx.stopper, ctx.messages
+        self._clock = ctx.clock  # when trials end
 
     def result(self, run: RunningTrial, node: str | None) -> Outcome:
         """The outcome of a trial whose job succeeded: its last logs are read (and kept
@@ -134,7 +132,7 @@ class TrialOutcomes:
         the disk was full are stored; returns None."""
         if outcome.status == TrialStatus.FAILED:
             attempts = attempts_mod.ended(run.trial.attempts, outcome.failure_class, outcome.reason, outcome.node,
-                                          outcome.end_time(run.started), outcome.ran_from)
+                                          outcome.end_time(run.started, self._clock.time()), outcome.ran_from)
             if attempts_mod.may_retry(self.spec, attempts, outcome.failure_class):
                 self.ledger.attempt_ended(attempts[-1])
                 return self.retry(run.trial, run.job, attempts)
@@ -178,7 +176,7 @@ class TrialOutcomes:
         failed = status in (TrialStatus.FAILED, TrialStatus.ABANDONED)
         cls = outcome.failure_class if failed else None
         started = started_epoch(rec)
-        ended = outcome.end_time(started) if outcome.ended_at is not None else utcnow()
+        ended = outcome.end_time(started, self._clock.time()) if outcome.ended_at is not None else self._clock.now()
         attempts = attempts_mod.ended(rec.attempts, cls, reason if failed else None, outcome.node, ended,
                                       outcome.ran_from)
         self.store.finish_trial(rec.id, status, values, reason, log_tail, info=info,

@@ -129,8 +129,11 @@ class Proposals:
         return recorded
 
     def request_more(self, running: int, queued: int) -> None:
-        """Ask for what the free slots (and the look-ahead) need, unless a proposal is under way."""
-        if self.pending or self.ledger.fidelity.exhausted:
+        """Ask for what the free slots (and the look-ahead) need, unless a proposal is under way
+        or no new trial may start (`budget.max_trials`, `budget.max_gpu_hours` spent: what
+        it proposed would be abandoned; on a simulated clock, asking again at once would
+        hold the clock still while the running trials wait to finish)."""
+        if self.pending or self.ledger.fidelity.exhausted or not self.ledger.may_create:
             return
         if self._waiting_at is not None and self._waiting_at == self._ended():
             return  # the optimizer had nothing to propose; it will once another result is in

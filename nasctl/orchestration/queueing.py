@@ -12,7 +12,6 @@ the running attempts is counted for `budget.max_gpu_hours` (the ledger decides).
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterable, Mapping
 
 from nasctl.errors import MetricsError
@@ -40,6 +39,7 @@ class JobWatch:
     def __init__(self, ctx: RunContext) -> None:
         self.store, self.exp, self.runner, self.ledger, self.messages = (ctx.store, ctx.exp, ctx.runner, ctx.ledger,
                                                                          ctx.messages)
+        self.clock = ctx.clock  # what a poll's times are on
         self._said_spent = False  # budget.max_gpu_hours spent, and said so
 
     def read(self, statuses: Mapping[str, JobStatus], running: Mapping[int, RunningTrial], now: float,
@@ -88,7 +88,7 @@ class JobWatch:
         last = run.trial.attempts[-1]
         ckpt = checkpoint_of(run.trial.log_dir or trial_dir(self.exp.work_dir, run.index)) \
             if last.get("running_since") is not None else None
-        attempt, restart = attempts_mod.observe(last, status, time.time(), ckpt)
+        attempt, restart = attempts_mod.observe(last, status, self.clock.time(), ckpt)
         if attempt is last:
             return
         run.trial = self.store.set_attempts(run.trial.id, [*run.trial.attempts[:-1], attempt])
@@ -104,7 +104,7 @@ class JobWatch:
 
     def count_gpu_time(self, running: Iterable[RunningTrial]) -> None:
         """The device time of the running attempts, for budget.max_gpu_hours (said once when it is spent)."""
-        now = time.time()
+        now = self.clock.time()
         runs = list(running)
         self.ledger.running_gpu_seconds = sum(attempt_usage(r.trial.attempts[-1], now).gpu_s
                                               for r in runs if r.trial.attempts)

@@ -4,13 +4,17 @@ Every real run uses `Clock`, which is `time.time`, `time.monotonic` and
 `threading.Event.wait` and nothing else. A runner that simulates its jobs'
 durations (nasctl/runners/simulated.py) hands the loop a clock of its own
 (`Runner.clock`), whose time moves only when the loop has nothing left to do at
-the present instant: see `Clock.wait`.
+the present instant: see `Clock.wait`. Everything the loop times is on its
+clock: a trial's attempts (submitted, queued, running, ended), so its seconds,
+its GPU-hours and `budget.max_gpu_hours`, early stopping's and
+`budget.trial_timeout`'s running time, the pacing of polls.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime, timezone
 
 
 class Clock:
@@ -23,6 +27,11 @@ class Clock:
     def monotonic(self) -> float:
         """Seconds for intervals (`time.monotonic`)."""
         return time.monotonic()
+
+    def now(self) -> datetime:
+        """`time()` as the store keeps times (naive UTC): when a trial's attempt was
+        submitted, ran, ended, so that its seconds and device-hours are on this clock."""
+        return datetime.fromtimestamp(self.time(), timezone.utc).replace(tzinfo=None)
 
     def wait(self, wake: threading.Event, timeout: float, busy: bool) -> None:
         """The loop's pause between ticks: until `wake` is set or `timeout` seconds

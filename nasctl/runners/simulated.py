@@ -57,8 +57,12 @@ Each attempt leaves its outcome file in the trial's folder (`inprocess.json`,
 then `inprocess-a2.json`, ...) with its times and device time;
 `cluster_accounting(work_dir)` reads them all (what GPU-hours are counted from).
 
-What is not simulated: `budget.trial_timeout` is not applied (the store keeps
-real times), the lease's heartbeat follows the loop's clock (a proposal of more
+The job's status gives its run's start and its end on the virtual clock (as
+Slurm's accounting gives them), and the loop times the attempts it records on
+its clock (nasctl/runners/clock.py), so the store's GPU-hours,
+`budget.max_gpu_hours` and `budget.trial_timeout` are the cluster's (a timeout
+is judged at the loop's next tick: the next event). What is not simulated: the
+lease's heartbeat follows the loop's clock (a proposal of more
 than LEASE_STALE_SECONDS can make the lease look stale to another
 orchestrator), and trials do not outlive the orchestrator (as with `inprocess`,
 one still running when it exits is reported FAILED). Each job's virtual
@@ -373,25 +377,37 @@ class SimulatedRunner(Runner):
         return True
 
     def _one_status(self, job: SubmittedJob) -> JobStatus:
+        """The job's state with its times on the virtual clock (when its run began, when
+        it ended), as a scheduler's accounting gives them: the loop times its attempts
+        by them, so their seconds and GPU-hours are the cluster's."""
+        entry = self._jobs.get(job.handle)
+        since, ended = self._times(entry) if entry is not None else (None, None)
         if job.handle in self._cancelled:
-            return JobStatus(JobState.CANCELLED, "cancelled", failure_class=FailureClass.CANCELLED)
+            return JobStatus(JobState.CANCELLED, "cancelled", failure_class=FailureClass.CANCELLED,
+                             running_since=since, ended_at=ended)
         trial_dir = job.metadata.get("trial_dir")
         recorded = recorded_status(trial_dir, job.metadata.get("outcome"))
         if recorded is not None and recorded.state == JobState.SUCCEEDED and trial_dir:
-            # its device time is the cluster's, on the virtual clock (the loop's polls see real time)
-            return dataclasses.replace(recorded, device_seconds=trial_device_seconds(trial_dir))
+            # its result's device time, without the parts its preempted attempts lost
+            return dataclasses.replace(recorded, device_seconds=trial_device_seconds(trial_dir),
+                                       running_since=since, ended_at=ended)
         if recorded is not None:
-            return recorded
-        entry = self._jobs.get(job.handle)
+            return dataclasses.replace(recorded, running_since=since, ended_at=ended)
         if entry is not None:
             if entry.sim.running_since is None:
                 return JobStatus(JobState.PENDING, f"requeued: waits until {entry.sim.start:.0f}s "
                                                    f"(runner.cfg.requeue_delay {self.requeue_delay:g}s)")
-            return JobStatus(JobState.RUNNING)
+            return JobStatus(JobState.RUNNING, running_since=since)
         if not trial_dir:
             return JobStatus(JobState.UNKNOWN, f"no simulated trial {job.handle} in this process")
         return JobStatus(JobState.FAILED, "the orchestrator that simulated this trial exited before it ended",
                          failure_class=FailureClass.INFRASTRUCTURE)
+
+    def _times(self, entry: _SimulatedJob) -> tuple[float | None, float | None]:
+        """When a job's run began and when it ended (epoch seconds of the virtual clock)."""
+        origin, sim = self._clock.origin, entry.sim
+        return (None if sim.running_since is None else origin + sim.running_since,
+                None if sim.ended is None else origin + sim.ended)
 
     def status(self, jobs: Sequence[SubmittedJob]) -> Mapping[str, JobStatus]:
         return {job.handle: self._one_status(job) for job in jobs}

@@ -464,12 +464,14 @@ class Store:
     def mark_trial_running(
         self, trial_id: int, job_handle: str, scheduler: str, runner_metadata: dict[str, Any],
         devices: Sequence[str] | None = None, attempts: Sequence[Mapping[str, Any]] | None = None,
+        at: datetime | None = None,
     ) -> TrialRecord:
-        """RUNNING with its job handle (and the devices it was placed on, if any).
+        """RUNNING with its job handle (and the devices it was placed on, if any), at `at`
+        (naive UTC; default now: a simulated run gives its own clock's time).
 
         `attempts`, when given, is the trial's attempts with the one just started
         last; the trial's `started_at` is its first attempt's start."""
-        now = utcnow()
+        now = at or utcnow()
         changes: dict[str, Any] = {
             "status": TrialStatus.RUNNING.value, "job_handle": job_handle, "scheduler": scheduler,
             "runner_metadata": runner_metadata,

@@ -261,3 +261,43 @@ runner:
         source = trials[t.promoted_from]
         assert job["first_epoch"] == source.parameters["epochs"]
         assert job["last_epoch"] == t.parameters["epochs"]
+
+
+@pytest.mark.timeout(300)  # a loop that keeps proposing once the budget is spent never ends
+def test_gpu_hours_and_their_budget_are_the_clusters_device_time(tmp_path: Path, funcs: str) -> None:
+    """On the simulated clock a trial's attempts are timed by that clock: the store's
+    GPU-hours are the cluster's device-seconds (preempted attempts included), and
+    budget.max_gpu_hours stops new trials once the cluster has spent it; the running
+    ones finish and nothing more is proposed."""
+    spec = f"""
+name: gh
+search_space:
+  x: {{type: float, low: 0, high: 1}}
+  epochs: {{type: fixed, value: 4}}
+objectives: {{err: {{goal: minimize}}, size: {{goal: minimize}}}}
+budget: {{max_trials: 40, parallelism: 2, max_gpu_hours: 0.5}}
+trial: {{function: "{funcs}:curve", resources: {{gpu: 1}}, max_retries: 5}}
+optimizer: {{method: sobol, seed: 3}}
+runner:
+  scheduler: simulated
+  cfg: {{devices: [0, 1], epochs_parameter: epochs, duration_metric: cost, preempt_rate: 2.0, seed: 7}}
+"""
+    from nasctl.orchestration.usage import trial_usage
+
+    store = Store(f"sqlite:///{tmp_path}/gh.db", create=True)
+    summary = start_experiment(store, parse_spec(spec), str(tmp_path))
+    assert summary.status.value == "COMPLETED", summary.reason
+    trials = store.list_trials(store.get_experiment("gh").id)
+    jobs = cluster_accounting(str(tmp_path / "gh"))
+    cluster_hours = sum(j["gpu_seconds"] for j in jobs) / 3600.0
+    stored_hours = sum(trial_usage(t, 0.0).gpu_hours for t in trials)
+    # each trial takes 400-800 device-seconds: the half hour is spent after a few, not 40
+    assert 2 <= len(trials) < 10 and all(t.status == TrialStatus.COMPLETED for t in trials), trials
+    assert stored_hours == pytest.approx(cluster_hours, rel=1e-6) and stored_hours >= 0.5
+    assert any(len(t.attempts) > 1 for t in trials)  # a preempted attempt's device time is in both
+    # what the last trials to start had spent when they started: under the budget
+    starts = sorted(j["submitted"] for j in jobs if j["attempt"] == 1)
+    spent_at = [sum(max(0.0, min(s, j["ended"]) - j["running_since"]) for j in jobs if j["running_since"] is not None)
+                for s in starts]
+    assert all(h < 0.5 * 3600 for h in spent_at), spent_at
+    assert len(summary.generation_seconds) <= len(trials)  # no proposal asked for once the budget was spent
