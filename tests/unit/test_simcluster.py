@@ -301,3 +301,31 @@ runner:
                 for s in starts]
     assert all(h < 0.5 * 3600 for h in spent_at), spent_at
     assert len(summary.generation_seconds) <= len(trials)  # no proposal asked for once the budget was spent
+
+
+def test_trial_timeout_is_judged_on_the_simulated_clock(tmp_path: Path, funcs: str) -> None:
+    """Trials of 400-800 simulated seconds against budget.trial_timeout 300: each one
+    times out at the loop's first tick past 300 s of its run (the cluster's next
+    event: an epoch of it or of the other trial ends), however few real seconds it took."""
+    spec = f"""
+name: tt
+search_space:
+  x: {{type: float, low: 0, high: 1}}
+  epochs: {{type: fixed, value: 4}}
+objectives: {{err: {{goal: minimize}}, size: {{goal: minimize}}}}
+budget: {{max_trials: 2, parallelism: 2, trial_timeout: 300, max_failures: 10}}
+trial: {{function: "{funcs}:curve", resources: {{gpu: 1}}}}
+optimizer: {{method: sobol, seed: 3}}
+runner:
+  scheduler: simulated
+  cfg: {{devices: [0, 1], epochs_parameter: epochs, duration_metric: cost, seed: 7}}
+"""
+    store = Store(f"sqlite:///{tmp_path}/tt.db", create=True)
+    start_experiment(store, parse_spec(spec), str(tmp_path))
+    trials = store.list_trials(store.get_experiment("tt").id)
+    assert len(trials) == 2 and all(t.status == TrialStatus.FAILED and "trial_timeout" in (t.failure_reason or "")
+                                    for t in trials), [(t.status, t.failure_reason) for t in trials]
+    for t in trials:
+        epoch = 100.0 * (1 + t.parameters["x"])  # the curve's cost per epoch
+        ran = t.attempts[-1]["run_s"]
+        assert 300 < ran <= 300 + epoch + 1e-6, (ran, epoch)
