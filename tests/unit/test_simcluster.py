@@ -177,23 +177,26 @@ def test_bad_cluster_cfg_is_refused_with_the_fix() -> None:
         get_runner("simulated").check_gpu(1)
 
 
-def _cluster_run(tmp_path: Path, funcs: str, name: str) -> tuple[Store, Any, list[Any]]:
-    spec = f"""
+def _curve_spec(name: str, funcs: str, budget: str, trial: str = "", cfg: str = "") -> str:
+    """A spec of `curve` trials (4 epochs, one GPU each) on two simulated devices; `budget`,
+    `trial` and `cfg` add to its budget, trial and runner.cfg mappings."""
+    return f"""
 name: {name}
 search_space:
   x: {{type: float, low: 0, high: 1}}
   epochs: {{type: fixed, value: 4}}
 objectives: {{err: {{goal: minimize}}, size: {{goal: minimize}}}}
-budget: {{max_trials: 10, parallelism: 4}}
-trial:
-  function: "{funcs}:curve"
-  resources: {{gpu: 1}}
-  max_retries: 5
+budget: {{{budget}}}
+trial: {{function: "{funcs}:curve", resources: {{gpu: 1}}{trial}}}
 optimizer: {{method: sobol, seed: 3}}
 runner:
   scheduler: simulated
-  cfg: {{devices: [0, 1], epochs_parameter: epochs, duration_metric: cost, preempt_rate: 4.0, seed: 7}}
+  cfg: {{devices: [0, 1], epochs_parameter: epochs, duration_metric: cost, seed: 7{cfg}}}
 """
+
+
+def _cluster_run(tmp_path: Path, funcs: str, name: str) -> tuple[Store, Any, list[Any]]:
+    spec = _curve_spec(name, funcs, "max_trials: 10, parallelism: 4", trial=", max_retries: 5", cfg=", preempt_rate: 4.0")
     path = tmp_path / f"{name}.yaml"
     path.write_text(spec)
     store = Store(f"sqlite:///{tmp_path}/{name}.db", create=True)
@@ -269,19 +272,8 @@ def test_gpu_hours_and_their_budget_are_the_clusters_device_time(tmp_path: Path,
     GPU-hours are the cluster's device-seconds (preempted attempts included), and
     budget.max_gpu_hours stops new trials once the cluster has spent it; the running
     ones finish and nothing more is proposed."""
-    spec = f"""
-name: gh
-search_space:
-  x: {{type: float, low: 0, high: 1}}
-  epochs: {{type: fixed, value: 4}}
-objectives: {{err: {{goal: minimize}}, size: {{goal: minimize}}}}
-budget: {{max_trials: 40, parallelism: 2, max_gpu_hours: 0.5}}
-trial: {{function: "{funcs}:curve", resources: {{gpu: 1}}, max_retries: 5}}
-optimizer: {{method: sobol, seed: 3}}
-runner:
-  scheduler: simulated
-  cfg: {{devices: [0, 1], epochs_parameter: epochs, duration_metric: cost, preempt_rate: 2.0, seed: 7}}
-"""
+    spec = _curve_spec("gh", funcs, "max_trials: 40, parallelism: 2, max_gpu_hours: 0.5", trial=", max_retries: 5",
+                       cfg=", preempt_rate: 2.0")
     from nasctl.orchestration.usage import trial_usage
 
     store = Store(f"sqlite:///{tmp_path}/gh.db", create=True)
@@ -307,19 +299,7 @@ def test_trial_timeout_is_judged_on_the_simulated_clock(tmp_path: Path, funcs: s
     """Trials of 400-800 simulated seconds against budget.trial_timeout 300: each one
     times out at the loop's first tick past 300 s of its run (the cluster's next
     event: an epoch of it or of the other trial ends), however few real seconds it took."""
-    spec = f"""
-name: tt
-search_space:
-  x: {{type: float, low: 0, high: 1}}
-  epochs: {{type: fixed, value: 4}}
-objectives: {{err: {{goal: minimize}}, size: {{goal: minimize}}}}
-budget: {{max_trials: 2, parallelism: 2, trial_timeout: 300, max_failures: 10}}
-trial: {{function: "{funcs}:curve", resources: {{gpu: 1}}}}
-optimizer: {{method: sobol, seed: 3}}
-runner:
-  scheduler: simulated
-  cfg: {{devices: [0, 1], epochs_parameter: epochs, duration_metric: cost, seed: 7}}
-"""
+    spec = _curve_spec("tt", funcs, "max_trials: 2, parallelism: 2, trial_timeout: 300, max_failures: 10")
     store = Store(f"sqlite:///{tmp_path}/tt.db", create=True)
     start_experiment(store, parse_spec(spec), str(tmp_path))
     trials = store.list_trials(store.get_experiment("tt").id)
