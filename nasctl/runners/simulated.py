@@ -131,7 +131,10 @@ class VirtualClock(Clock):
     """
 
     def __init__(self, advance: Callable[[], bool]) -> None:
-        self.origin = time.time()  # virtual epoch times start at the real time the run starts
+        # virtual epoch times start at the real second the run starts: a whole second, so that
+        # origin + elapsed rounds the same in every run (a trial that ran exactly its
+        # budget.trial_timeout was ended in some runs and not in others)
+        self.origin = float(math.floor(time.time()))
         self.elapsed = 0.0  # virtual seconds since the run's start
         self._advance = advance
 
