@@ -287,6 +287,8 @@ def test_gpu_hours_and_their_budget_are_the_clusters_device_time(tmp_path: Path,
     assert 2 <= len(trials) < 10 and all(t.status == TrialStatus.COMPLETED for t in trials), trials
     assert stored_hours == pytest.approx(cluster_hours, rel=1e-6) and stored_hours >= 0.5
     assert any(len(t.attempts) > 1 for t in trials)  # a preempted attempt's device time is in both
+    # a retry waits the requeue delay (120 s) in the queue: the store's wait is the cluster's
+    assert all(a["queued_s"] == pytest.approx(120.0, abs=1e-3) for t in trials for a in t.attempts[1:])
     # what the last trials to start had spent when they started: under the budget
     starts = sorted(j["submitted"] for j in jobs if j["attempt"] == 1)
     spent_at = [sum(max(0.0, min(s, j["ended"]) - j["running_since"]) for j in jobs if j["running_since"] is not None)
