@@ -4,6 +4,7 @@ cluster as nasctl's runner (devices, preemptions that start over, the budget).""
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import math
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 pytest.importorskip("moocore")
 
+from benchmarks import ratio_null  # noqa: E402
 from benchmarks.problems import Problem  # noqa: E402
 from benchmarks.time_to_front import REQUEUE_DELAY, Setup, hours_to, seed_ratio, simulate_peer, trajectory  # noqa: E402
 
@@ -42,6 +44,18 @@ def test_the_ratio_is_the_peers_hours_to_its_final_hypervolume_over_nasctls() ->
     assert seed_ratio([(0.5, 0.3)], peer) == 0.0  # nasctl never reached the peer's 0.6
     assert hours_to(peer, 0.5) == 4.0 and hours_to(peer, 0.9) is None
     assert math.isinf(seed_ratio([(0.0, 0.9)], peer))
+
+
+def test_a_method_against_itself_counts_every_ordered_pair_of_two_seeds() -> None:
+    runs = {"m": {0: [(1.0, 0.5)], 1: [(2.0, 0.5)], 2: [(1.0, 0.4)]},
+            "p": {0: [(2.0, 0.5)], 2: [(1.0, 0.5)], 3: [(1.0, 0.1)]}}
+    # seed i in A's place, seed j as the peer: 0 vs 1 reaches 0.5 at 1 h (2/1), 1 vs 0 and 1 vs 2 at 2 h
+    # (1/2 each), 0 vs 2 reaches 0.4 at 1 h (1/1), seed 2 never reaches 0.5
+    assert sorted(ratio_null.ratios(runs, "m", "m")) == [0.0, 0.0, 0.5, 0.5, 1.0, 2.0]
+    assert ratio_null.ratios(runs, "m", "p") == [2.0, 0.0]  # seeds 0 and 2, the ones both ran
+    assert ratio_null.pair_list("a:b, c:c") == [("a", "b"), ("c", "c")]
+    with pytest.raises(argparse.ArgumentTypeError, match="write A:B"):
+        ratio_null.pair_list("a")
 
 
 def test_the_peers_run_on_the_same_cluster_within_the_budget() -> None:
