@@ -33,6 +33,10 @@ with the grid. Variants:
 - continue-paused: with features held fixed (multi-fidelity), configurations
   trained only to a lower rung are among the model's candidates too, and one it
   chooses continues from its checkpoint to the next rung (`untried.CONTINUE_PAUSED`);
+- end-game: with multi-fidelity and `budget.max_gpu_hours`, once too little of
+  the budget is left for a new configuration to climb to the top rung, free
+  slots promote the best waiting trials of the rung below the top past the
+  rung's quota first (`multifidelity.END_GAME`);
 - cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
 - one-hot: `auto` never picks the categorical method (unordered choices are
   one-hot encoded for the plain GP);
@@ -142,6 +146,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "list-unfixed": [("untried", "UNFIXED", True), ("screen", "SCREEN", False)],
         "screen": [("screen", "SCREEN", True)],
         "continue-paused": [("untried", "CONTINUE_PAUSED", True)],
+        "end-game": [("multifidelity", "END_GAME", True)],
         "cost-aware": [("costaware", "COST_AWARE", True)],
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],
         "one-hot": [("methods", "categorical_parameters", lambda *_: [])],

@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from nasctl.optimizer import compat, untried
 from nasctl.optimizer.ax_optimizer import AxOptimizer
 from nasctl.optimizer.base import Candidate, RestoredTrial
-from nasctl.optimizer.promotion import RungResult, choose_promotion
+from nasctl.optimizer.promotion import RungResult, choose_promotion, rank_order
 from nasctl.optimizer.quiet import quietly
 from nasctl.spec import ExperimentSpec, FidelitySpec
 from nasctl.types import ParamValue
@@ -61,6 +62,18 @@ mislead still gets configurations the model chose trained further at once.
 and later to a good front (docs/multifidelity.md, "Starting new configurations
 at higher rungs"). `benchmarks/ablation.py` variant `brackets-B` sets it."""
 
+
+END_GAME = False
+"""Off by default (measured in docs/multifidelity.md, "The end of the budget"):
+with `budget.max_gpu_hours`, once what is left of it is at most what the
+parallel slots spend while one configuration climbs the ladder
+(`budget.parallelism` x the median cost of a top-rung training, each result's
+cost scaled to the top rung as the cost model learns it), a configuration
+started at the lowest rung could no longer reach the top before the budget
+ends. Then every free slot first promotes, to the top rung, the best trial of
+the rung below not yet promoted, past the rung's 1/eta quota; a new
+configuration starts only when none is left. `benchmarks/ablation.py` variant
+`end-game` sets it."""
 
 class MultiFidelityOptimizer(AxOptimizer):
     """An `AxOptimizer` that also promotes trials rung by rung (see the module docstring).
@@ -83,6 +96,7 @@ class MultiFidelityOptimizer(AxOptimizer):
         self._model: tuple[int, Any] | None = None  # (results seen, Ax adapter) of the last `predict_top` fit
         self._continuing: dict[tuple[tuple[str, str], ...], int] = {}  # paused configurations chosen in `generate`
         self._started: dict[int, float] = {}  # start rung -> fidelity spent on configurations started there
+        self._top_costs: dict[int, float] = {}  # trial index -> its cost as a top-rung training (`END_GAME`)
         # No quasi-random fast path: its draws would bypass `_trial_run` (every
         # new configuration starts at the lowest rung) and promotions attach
         # trials to Ax between them.
@@ -188,6 +202,17 @@ class MultiFidelityOptimizer(AxOptimizer):
     def complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
         super().complete(index, values, cost)
         self._results[index] = dict(values)
+        if cost is not None and math.isfinite(cost) and cost > 0 and index in self._rung:
+            self._top_costs[index] = self._model_cost(index, cost)
+
+    def _end_game(self) -> bool:
+        """Whether what is left of `budget.max_gpu_hours` is too little for a new
+        configuration to reach the top rung (`END_GAME`)."""
+        budget = self.spec.budget
+        if not END_GAME or budget.max_gpu_hours is None or self.spec.trial.resources.gpu <= 0 or not self._top_costs:
+            return False
+        left = budget.max_gpu_hours * 3600.0 - self._spent
+        return left <= budget.parallelism * statistics.median(self._top_costs.values())
 
     def _model_cost(self, index: int, cost: float) -> float:
         """A trial's cost as that of its configuration's training to the top rung:
@@ -204,6 +229,12 @@ class MultiFidelityOptimizer(AxOptimizer):
     def next_promotion(self) -> int | None:
         """The trial to promote now, or None (see `promotion.choose_promotion`)."""
         results = [RungResult(i, self._rung[i], v) for i, v in self._results.items() if i in self._rung]
+        if self._end_game():
+            below_top = [r for r in results if r.rung == len(self.fidelity.rungs) - 2]
+            ranked = rank_order(below_top, self.spec.objectives, self.spec.parsed_constraints)
+            waiting = next((r for r in ranked if r.index not in self._promoted), None)
+            if waiting is not None:
+                return waiting.index
         chosen = choose_promotion(results, self._promoted, len(self.fidelity.rungs), self.fidelity.eta,
                                   self.spec.objectives, self.spec.parsed_constraints,
                                   eager=self.fidelity.promotion == "eager",

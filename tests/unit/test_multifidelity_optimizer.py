@@ -147,3 +147,37 @@ def test_brackets_start_new_configurations_where_starts_have_cost_least() -> Non
     assert [float(c.parameters["epochs"]) for c in plain.generate(3)] == [1, 1, 1]
     with pytest.raises(SpecError, match=r"brackets \(4\) must be at most the number of rungs \(3: 1, 3, 9\)"):
         parse_spec(SPEC.replace("eta: 3}", "eta: 3, brackets: 4}"))
+
+
+@pytest.mark.parametrize("end_game", [False, True])
+def test_the_end_game_sends_the_rung_below_the_top_on_once_the_budget_is_short(
+        end_game: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`END_GAME`, rungs 1, 3, 9, every epoch 100 GPU-seconds (a top-rung training
+    900), parallelism 2, a budget of one GPU-hour: once at most 2 x 900 s is left,
+    a free slot promotes the best waiting trial of rung 1 to the top past the
+    rung's quota, before any new configuration; without it the quota holds."""
+    from nasctl.optimizer import multifidelity
+
+    monkeypatch.setattr(multifidelity, "END_GAME", end_game)
+    spec = parse_spec(SPEC.replace("eta: 3}", "eta: 3, promotion: strict}")
+                      .replace("parallelism: 2}", "parallelism: 2, max_gpu_hours: 1.0}")
+                      .replace("trial: {script: train.py}", "trial: {script: train.py, resources: {gpu: 1}}"))
+    opt = MultiFidelityOptimizer(spec)
+    spent, history = 0.0, []
+    while spent < 1800:
+        (c,) = opt.generate(1)
+        history.append(c)
+        cost = 100.0 * (c.parameters["epochs"] - (history[c.promoted_from].parameters["epochs"]
+                                                  if c.promoted_from is not None else 0))
+        opt.complete(c.index, evaluate(c.parameters), cost)
+        spent += cost
+    at = {e: [c for c in history if c.parameters["epochs"] == e] for e in (1, 3, 9)}
+    sent_on = {c.promoted_from for c in history if c.promoted_from is not None}
+    waiting = [c.index for c in at[3] if c.index not in sent_on]
+    assert waiting, "the run should reach the end with rung-1 trials below the quota's cut"
+    assert len(at[3]) // 3 <= sum(1 for c in at[3] if c.index in sent_on)  # the quota was used up
+    (nxt,) = opt.generate(1)
+    if end_game:
+        assert nxt.promoted_from in waiting and nxt.parameters["epochs"] == 9
+    else:
+        assert nxt.promoted_from is None and nxt.parameters["epochs"] == 1
