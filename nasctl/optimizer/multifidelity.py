@@ -75,6 +75,7 @@ the rung below not yet promoted, past the rung's 1/eta quota; a new
 configuration starts only when none is left. `benchmarks/ablation.py` variant
 `end-game` sets it."""
 
+
 class MultiFidelityOptimizer(AxOptimizer):
     """An `AxOptimizer` that also promotes trials rung by rung (see the module docstring).
 
@@ -209,7 +210,9 @@ class MultiFidelityOptimizer(AxOptimizer):
         """Whether what is left of `budget.max_gpu_hours` is too little for a new
         configuration to reach the top rung (`END_GAME`)."""
         budget = self.spec.budget
-        if not END_GAME or budget.max_gpu_hours is None or self.spec.trial.resources.gpu <= 0 or not self._top_costs:
+        if not END_GAME or budget.max_gpu_hours is None or self.spec.trial.resources.gpu <= 0:
+            return False
+        if not self._top_costs:
             return False
         left = budget.max_gpu_hours * 3600.0 - self._spent
         return left <= budget.parallelism * statistics.median(self._top_costs.values())
