@@ -232,11 +232,17 @@ class AxOptimizer:
         proposals do not weigh cost; `recorded`: the trials recorded so far."""
         if not self.cost_aware:
             return None
+        gpu_budget = self._gpu_budget_seconds()
+        gpu_share = None if gpu_budget is None else self._spent / gpu_budget
+        return costaware.cooling(recorded / self.spec.budget.max_trials, gpu_share)
+
+    def _gpu_budget_seconds(self) -> float | None:
+        """`budget.max_gpu_hours` in the unit of the costs told (device-seconds, summed in
+        `_spent`), or None without that budget or where trials take no GPU."""
         budget = self.spec.budget
-        gpu_share = None
-        if budget.max_gpu_hours is not None and self.spec.trial.resources.gpu > 0:
-            gpu_share = self._spent / (budget.max_gpu_hours * 3600.0)
-        return costaware.cooling(recorded / budget.max_trials, gpu_share)
+        if budget.max_gpu_hours is None or self.spec.trial.resources.gpu <= 0:
+            return None
+        return budget.max_gpu_hours * 3600.0
 
     @quietly
     def fail(self, index: int, reason: str | None = None) -> None:

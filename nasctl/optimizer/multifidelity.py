@@ -203,19 +203,20 @@ class MultiFidelityOptimizer(AxOptimizer):
     def complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
         super().complete(index, values, cost)
         self._results[index] = dict(values)
-        if cost is not None and math.isfinite(cost) and cost > 0 and index in self._rung:
+
+    def _complete(self, index: int, values: Mapping[str, float], cost: float | None = None) -> None:
+        super()._complete(index, values, cost)
+        if cost is not None and index in self._rung:  # `complete` passes a valid cost or None
             self._top_costs[index] = self._model_cost(index, cost)
 
     def _end_game(self) -> bool:
         """Whether what is left of `budget.max_gpu_hours` is too little for a new
         configuration to reach the top rung (`END_GAME`)."""
-        budget = self.spec.budget
-        if not END_GAME or budget.max_gpu_hours is None or self.spec.trial.resources.gpu <= 0:
+        gpu_budget = self._gpu_budget_seconds()
+        if not END_GAME or gpu_budget is None or not self._top_costs:
             return False
-        if not self._top_costs:
-            return False
-        left = budget.max_gpu_hours * 3600.0 - self._spent
-        return left <= budget.parallelism * statistics.median(self._top_costs.values())
+        left = gpu_budget - self._spent
+        return left <= self.spec.budget.parallelism * statistics.median(self._top_costs.values())
 
     def _model_cost(self, index: int, cost: float) -> float:
         """A trial's cost as that of its configuration's training to the top rung:
