@@ -37,6 +37,10 @@ with the grid. Variants:
   the budget is left for a new configuration to climb to the top rung, free
   slots promote the best waiting trials of the rung below the top past the
   rung's quota first (`multifidelity.END_GAME`);
+- carry-thresholds: with multi-fidelity, each rung below the top is also ranked
+  by the objectives' thresholds carried down to it (moved by what the
+  configurations within them at the top improved after that rung, but for the
+  slowest tenth; `multifidelity.CARRY_THRESHOLDS`);
 - cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
 - one-hot: `auto` never picks the categorical method (unordered choices are
   one-hot encoded for the plain GP);
@@ -147,6 +151,8 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "screen": [("screen", "SCREEN", True)],
         "continue-paused": [("untried", "CONTINUE_PAUSED", True)],
         "end-game": [("multifidelity", "END_GAME", True)],
+        "carry-thresholds": [("multifidelity", "CARRY_THRESHOLDS", True)],
+        "front-distance": [("promotion", "DISTANCE", True)],
         "cost-aware": [("costaware", "COST_AWARE", True)],
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],
         "one-hot": [("methods", "categorical_parameters", lambda *_: [])],

@@ -43,9 +43,9 @@ from typing import Any, Literal
 from nasctl.optimizer import compat, untried
 from nasctl.optimizer.ax_optimizer import AxOptimizer
 from nasctl.optimizer.base import Candidate, RestoredTrial
-from nasctl.optimizer.promotion import RungResult, choose_promotion, rank_order
+from nasctl.optimizer.promotion import RungResult, carried_thresholds, choose_promotion, rank_order
 from nasctl.optimizer.quiet import quietly
-from nasctl.spec import ExperimentSpec, FidelitySpec
+from nasctl.spec import Constraint, ExperimentSpec, FidelitySpec
 from nasctl.types import ParamValue
 
 PROMOTION = "promotion"
@@ -74,6 +74,17 @@ ends. Then every free slot first promotes, to the top rung, the best trial of
 the rung below not yet promoted, past the rung's 1/eta quota; a new
 configuration starts only when none is left. `benchmarks/ablation.py` variant
 `end-game` sets it."""
+
+
+CARRY_THRESHOLDS = False
+"""Off by default (measured in docs/multifidelity.md, "Thresholds at the lower
+rungs"): with the `rung` rank, each rung below the top is also ranked by the
+objectives' thresholds carried down to it as constraints
+(`promotion.carried_thresholds`: a threshold moved by what the configurations
+that met it at the top, but for the slowest tenth, improved after that rung),
+so a trial no such configuration was as bad as at its rung, like the smallest
+network of a rung at near-chance accuracy, ranks after those that could still
+end within them. `benchmarks/ablation.py` variant `carry-thresholds` sets it."""
 
 
 class MultiFidelityOptimizer(AxOptimizer):
@@ -229,20 +240,35 @@ class MultiFidelityOptimizer(AxOptimizer):
         start = fid.rungs[self._rung[source]] if source is not None else 0.0
         return cost * fid.max / done if done <= start else cost * fid.max / (done - start)
 
+    def _carried(self) -> dict[int, list[Constraint]]:
+        """The thresholds carried down to each rung (`CARRY_THRESHOLDS`), from every
+        configuration's completed results rung by rung."""
+        if not CARRY_THRESHOLDS:
+            return {}
+        ladders: dict[tuple[tuple[str, str], ...], dict[int, Mapping[str, float]]] = {}
+        for i, values in self._results.items():
+            if i in self._rung:
+                ladders.setdefault(_key(self._configs[i]), {})[self._rung[i]] = values
+        return carried_thresholds(list(ladders.values()), self.spec.objectives, len(self.fidelity.rungs))
+
     # --- proposing ----------------------------------------------------------------
     def next_promotion(self) -> int | None:
         """The trial to promote now, or None (see `promotion.choose_promotion`)."""
         results = [RungResult(i, self._rung[i], v) for i, v in self._results.items() if i in self._rung]
+        carried = self._carried()
         if self._end_game():
-            below_top = [r for r in results if r.rung == len(self.fidelity.rungs) - 2]
-            ranked = rank_order(below_top, self.spec.objectives, self.spec.parsed_constraints)
+            below = len(self.fidelity.rungs) - 2
+            below_top = [r for r in results if r.rung == below]
+            ranked = rank_order(below_top, self.spec.objectives,
+                                [*self.spec.parsed_constraints, *carried.get(below, ())])
             waiting = next((r for r in ranked if r.index not in self._promoted), None)
             if waiting is not None:
                 return waiting.index
         chosen = choose_promotion(results, self._promoted, len(self.fidelity.rungs), self.fidelity.eta,
                                   self.spec.objectives, self.spec.parsed_constraints,
                                   eager=self.fidelity.promotion == "eager",
-                                  predict=self.predict_top if self.fidelity.rank == "model" else None)
+                                  predict=self.predict_top if self.fidelity.rank == "model" else None,
+                                  carried=carried)
         return None if chosen is None else chosen.index
 
     @quietly

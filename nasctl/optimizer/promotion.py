@@ -158,10 +158,57 @@ def thresholds_as_constraints(objectives: Mapping[str, Objective]) -> list[Const
             for n, o in objectives.items() if o.threshold is not None]
 
 
+CARRIED_SHARE = 0.9
+"""The share of the configurations that met a threshold at the top rung whose
+improvement after rung k a threshold carried down to rung k allows for
+(`carried_thresholds`): the slowest tenth is not waited for."""
+
+
+def carried_thresholds(ladders: Sequence[Mapping[int, Mapping[str, float]]], objectives: Mapping[str, Objective],
+                       n_rungs: int, share: float = CARRIED_SHARE) -> dict[int, list[Constraint]]:
+    """The objectives' thresholds carried down to each rung below the top, as constraints.
+
+    A threshold is meant for the top rung; at a lower rung a value beyond it
+    may still end within it after more training. How far is measured on the
+    configurations that reached the top rung within the threshold: how much
+    each improved from rung k to the top. The threshold at rung k is the
+    threshold moved by the `share` quantile of those improvements (never
+    tighter than the threshold itself): a value the configurations that met
+    the threshold were, but for the slowest of them, better than at rung k.
+    An objective that training does not change, such as a parameter count,
+    keeps its threshold exactly. A rung gets no constraint from an objective
+    while no configuration has met its threshold at the top rung.
+
+    Args:
+        ladders: per configuration, its completed values at each rung it reached.
+        objectives: the objectives; those without a threshold carry nothing.
+        n_rungs: how many rungs there are (the top is `n_rungs - 1`).
+        share: the quantile of the improvements allowed for (1: the largest).
+    """
+    top = n_rungs - 1
+    out: dict[int, list[Constraint]] = {}
+    for name, objective in objectives.items():
+        if objective.threshold is None:
+            continue
+        sign = -1.0 if objective.maximize else 1.0  # minimisation throughout
+        limit = sign * objective.threshold
+        for k in range(top):
+            gains = [sign * (ladder[k][name] - ladder[top][name]) for ladder in ladders
+                     if k in ladder and top in ladder and name in ladder[k] and name in ladder[top]
+                     and sign * ladder[top][name] <= limit]
+            if not gains:
+                continue
+            bound = sign * (limit + max(0.0, float(np.quantile(gains, share))))
+            out.setdefault(k, []).append(Constraint(metric=name, op=">=" if objective.maximize else "<=",
+                                                    bound=bound))
+    return out
+
+
 def choose_promotion(results: Sequence[RungResult], promoted: set[int], n_rungs: int, eta: int,
                      objectives: Mapping[str, Objective],
                      constraints: Sequence[Constraint] = (), *, eager: bool = False,
-                     predict: Predictor | None = None) -> RungResult | None:
+                     predict: Predictor | None = None,
+                     carried: Mapping[int, Sequence[Constraint]] | None = None) -> RungResult | None:
     """The trial to promote now (to its rung + 1), or None: a new configuration should start.
 
     Args:
@@ -172,6 +219,9 @@ def choose_promotion(results: Sequence[RungResult], promoted: set[int], n_rungs:
         eager: a rung with fewer than eta results promotes its best (see the module docstring).
         predict: the `model` rank: the rung is ranked by these predicted
             top-rung values (see the module docstring); None: the `rung` rank.
+        carried: per rung, constraints its values are also ranked by (the
+            thresholds carried down to it, `carried_thresholds`); the `rung`
+            rank only.
     """
     for k in range(n_rungs - 2, -1, -1):
         at_k = [r for r in results if r.rung == k]
@@ -187,7 +237,7 @@ def choose_promotion(results: Sequence[RungResult], promoted: set[int], n_rungs:
                                    [*constraints, *thresholds_as_constraints(objectives)])
                 ranked = [by_index[p.index] for p in order]
         if ranked is None:  # the rung's own values
-            ranked = rank_order(at_k, objectives, constraints)
+            ranked = rank_order(at_k, objectives, [*constraints, *(carried or {}).get(k, ())])
         for r in ranked[:top]:
             if r.index not in promoted:
                 return r

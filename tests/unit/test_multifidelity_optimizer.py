@@ -181,3 +181,36 @@ def test_the_end_game_sends_the_rung_below_the_top_on_once_the_budget_is_short(
         assert nxt.promoted_from in waiting and nxt.parameters["epochs"] == 9
     else:
         assert nxt.promoted_from is None and nxt.parameters["epochs"] == 1
+
+
+@pytest.mark.parametrize("carry", [False, True])
+def test_carried_thresholds_rank_each_rung_from_the_configurations_results(
+        carry: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`CARRY_THRESHOLDS`: every promotion decision ranks each rung with the thresholds
+    carried down from what the configurations completed so far reached rung by rung."""
+    from nasctl.optimizer import multifidelity
+    from nasctl.optimizer.promotion import carried_thresholds
+
+    monkeypatch.setattr(multifidelity, "CARRY_THRESHOLDS", carry)
+    seen: list[object] = []
+
+    def recording(*args: object, **kw: object) -> object:
+        seen.append(kw.get("carried"))
+        return choose(*args, **kw)
+
+    choose = multifidelity.choose_promotion
+    monkeypatch.setattr(multifidelity, "choose_promotion", recording)
+    spec = parse_spec(SPEC.replace("err: {goal: minimize}", "err: {goal: minimize, threshold: 0.4}")
+                      .replace("size: {goal: minimize}", "size: {goal: minimize, threshold: 0.9}"))
+    opt = MultiFidelityOptimizer(spec)
+    history = drive(opt, 16)
+    seen.clear()
+    opt.generate(1)
+    ladders: dict[tuple[float, float], dict[int, dict[str, float]]] = {}
+    for c in history:
+        ladders.setdefault((c.parameters["x"], c.parameters["z"]), {})[{1: 0, 3: 1, 9: 2}[c.parameters["epochs"]]] = \
+            evaluate(c.parameters)
+    expected = carried_thresholds(list(ladders.values()), spec.objectives, 3) if carry else {}
+    assert seen and seen[0] == expected
+    if carry:  # the run put configurations within the thresholds at the top: something was carried
+        assert expected and all(c.bound >= 0.4 for k in expected for c in expected[k] if c.metric == "err")

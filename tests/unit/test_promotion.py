@@ -7,7 +7,7 @@ import random
 import pytest
 
 from nasctl.errors import SpecError
-from nasctl.optimizer.promotion import RungResult, choose_promotion, rank_order
+from nasctl.optimizer.promotion import RungResult, carried_thresholds, choose_promotion, rank_order
 from nasctl.spec import FidelitySpec, Objective, parse_constraint, parse_spec
 
 OBJ = {"acc": Objective(goal="maximize"), "size": Objective(goal="minimize")}
@@ -280,3 +280,62 @@ def test_model_rank_falls_back_to_the_rung_ranking_while_the_model_cannot_predic
     # fewer than eta results and not eager: nothing is due, whatever the model says
     assert choose_promotion(results[:2], set(), n_rungs=3, eta=3, objectives=OBJ,
                             predict=lambda rung: [certain(r, r.values) for r in rung]) is None
+
+
+# --- thresholds carried down to the lower rungs ------------------------------------------------
+JUDGED = {"acc": Objective(goal="maximize", threshold=0.9), "size": Objective(goal="minimize", threshold=100)}
+
+
+def test_a_threshold_is_carried_down_by_what_configurations_within_it_improved() -> None:
+    """Three rungs; four configurations reached the top: three within acc >= 0.9
+    (gains after rung 0 of 0.1, 0.2 and 0.6; after rung 1 of 0.05 each), one not."""
+    ladders = [
+        {0: {"acc": 0.85, "size": 40}, 1: {"acc": 0.90, "size": 40}, 2: {"acc": 0.95, "size": 40}},
+        {0: {"acc": 0.72, "size": 60}, 1: {"acc": 0.87, "size": 60}, 2: {"acc": 0.92, "size": 60}},
+        {0: {"acc": 0.31, "size": 80}, 1: {"acc": 0.86, "size": 80}, 2: {"acc": 0.91, "size": 80}},
+        {0: {"acc": 0.10, "size": 10}, 1: {"acc": 0.20, "size": 10}, 2: {"acc": 0.30, "size": 10}},  # missed it
+        {0: {"acc": 0.50, "size": 20}},  # not at the top yet: tells nothing
+    ]
+    carried = carried_thresholds(ladders, JUDGED, n_rungs=3, share=1.0)
+    by_rung = {k: {c.metric: (c.op, round(c.bound, 6)) for c in cons} for k, cons in carried.items()}
+    # the largest gain of a configuration within the threshold: 0.6 after rung 0, 0.05 after rung 1;
+    # the size does not change with training: its threshold is kept exactly at every rung
+    assert by_rung == {0: {"acc": (">=", 0.3), "size": ("<=", 100)}, 1: {"acc": (">=", 0.85), "size": ("<=", 100)}}
+    at_share = carried_thresholds(ladders, JUDGED, n_rungs=3, share=0.5)
+    assert round(next(c.bound for c in at_share[0] if c.metric == "acc"), 6) == 0.7  # the median gain, 0.2
+    # by default the 0.9 quantile: short of the slowest one's gain (0.2 + 0.8 * (0.6 - 0.2) = 0.52)
+    assert round(next(c.bound for c in carried_thresholds(ladders, JUDGED, 3)[0] if c.metric == "acc"), 6) == 0.38
+
+
+def test_nothing_is_carried_before_a_configuration_meets_the_threshold_at_the_top() -> None:
+    ladders = [{0: {"acc": 0.2, "size": 400}, 1: {"acc": 0.5, "size": 400}},
+               {0: {"acc": 0.4, "size": 400}, 1: {"acc": 0.95, "size": 400}}]  # too big at the top
+    # acc: only the second met 0.9 (gain 0.55); size: nobody within 100 at the top, no size bound;
+    # objectives without a threshold carry nothing
+    carried = carried_thresholds(ladders, {**JUDGED, "latency": Objective(goal="minimize")}, n_rungs=2, share=1.0)
+    assert [(c.metric, c.op, round(c.bound, 6)) for c in carried[0]] == [("acc", ">=", 0.35)]
+    assert carried_thresholds(ladders[:1], JUDGED, n_rungs=2) == {}
+    # a gain below zero (it got worse with training) never tightens the threshold
+    worse = [{0: {"acc": 0.97, "size": 40}, 1: {"acc": 0.95, "size": 40}}]
+    assert [round(c.bound, 6) for c in carried_thresholds(worse, JUDGED, 2)[0]] == [0.9, 100]
+
+
+def test_carried_thresholds_put_a_rung_result_no_good_configuration_resembled_last() -> None:
+    """The smallest network of a rung at near-chance accuracy is on the rung's front and
+    goes on first; with the accuracy threshold carried down to the rung it ranks after the
+    accurate ones that can still end within it."""
+    objectives = {"acc": Objective(goal="maximize", threshold=0.9), "size": Objective(goal="minimize")}
+    results = [rr(0, 0.15, 100), rr(1, 0.80, 5000), rr(2, 0.78, 6000), rr(3, 0.83, 7000),
+               *(rr(10 + i, 0.30, 9000 + i) for i in range(5))]
+    carried = {0: [parse_constraint("acc >= 0.7")]}
+
+    def promote_all(**kw: object) -> list[int]:
+        promoted: list[int] = []
+        while (c := choose_promotion(results, set(promoted), n_rungs=2, eta=3, objectives=objectives,
+                                     **kw)) is not None:  # type: ignore[arg-type]
+            promoted.append(c.index)
+        return promoted
+
+    assert sorted(promote_all()) == [0, 1, 3]  # nine results, three go on: the rung's front
+    assert sorted(promote_all(carried=carried)) == [1, 2, 3]
+    assert sorted(promote_all(carried={1: carried[0]})) == [0, 1, 3]  # carried to another rung: no change
