@@ -193,9 +193,10 @@ def carried_thresholds(ladders: Sequence[Mapping[int, Mapping[str, float]]], obj
         sign = -1.0 if objective.maximize else 1.0  # minimisation throughout
         limit = sign * objective.threshold
         for k in range(top):
-            gains = [sign * (ladder[k][name] - ladder[top][name]) for ladder in ladders
+            gains = [g for ladder in ladders
                      if k in ladder and top in ladder and name in ladder[k] and name in ladder[top]
-                     and sign * ladder[top][name] <= limit]
+                     and sign * ladder[top][name] <= limit
+                     and np.isfinite(g := sign * (ladder[k][name] - ladder[top][name]))]
             if not gains:
                 continue
             bound = sign * (limit + max(0.0, float(np.quantile(gains, share))))

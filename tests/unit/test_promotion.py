@@ -315,6 +315,8 @@ def test_nothing_is_carried_before_a_configuration_meets_the_threshold_at_the_to
     carried = carried_thresholds(ladders, {**JUDGED, "latency": Objective(goal="minimize")}, n_rungs=2, share=1.0)
     assert [(c.metric, c.op, round(c.bound, 6)) for c in carried[0]] == [("acc", ">=", 0.35)]
     assert carried_thresholds(ladders[:1], JUDGED, n_rungs=2) == {}
+    unknown = [{0: {"acc": float("nan"), "size": 400}, 1: {"acc": 0.95, "size": 400}}]  # a value not finite
+    assert carried_thresholds(unknown, JUDGED, n_rungs=2) == {}
     # a gain below zero (it got worse with training) never tightens the threshold
     worse = [{0: {"acc": 0.97, "size": 40}, 1: {"acc": 0.95, "size": 40}}]
     assert [round(c.bound, 6) for c in carried_thresholds(worse, JUDGED, 2)[0]] == [0.9, 100]
