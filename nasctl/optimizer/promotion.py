@@ -66,6 +66,16 @@ Which trials of a rung go on (`optimizer.fidelity.rank`):
   still promoted about as many near-chance results from the first rung
   (docs/multifidelity.md), so `rung` is the default.
 
+With the `rung` rank a rung can also be ranked by the objectives' thresholds
+carried down to it (`carried_thresholds`, switched on by
+`multifidelity.CARRY_THRESHOLDS`): a threshold is meant for the top rung, so
+it is moved by what the configurations that met it at the top improved after
+that rung (all but the slowest tenth of them), and a rung's trials beyond it
+rank after the others as constraint misses do. Non-dominated sorting alone
+puts the smallest network of every front level of a rung first, near-chance
+accuracy or not; a carried accuracy threshold ranks those that no
+configuration within the threshold resembled at that rung after the rest.
+
 This module is pure (numpy and moocore), so the rule is tested on its own.
 """
 
