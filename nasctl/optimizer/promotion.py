@@ -169,9 +169,9 @@ def thresholds_as_constraints(objectives: Mapping[str, Objective]) -> list[Const
 
 
 CARRIED_SHARE = 0.9
-"""The share of the configurations that met a threshold at the top rung whose
-improvement after rung k a threshold carried down to rung k allows for
-(`carried_thresholds`): the slowest tenth is not waited for."""
+"""The quantile of the improvements after a rung, among the configurations that
+met a threshold at the top rung, that the threshold carried down to that rung
+allows for (`carried_thresholds`): the slowest tenth of them does not loosen it."""
 
 
 def carried_thresholds(ladders: Sequence[Mapping[int, Mapping[str, float]]], objectives: Mapping[str, Objective],
