@@ -251,6 +251,15 @@ def test_model_rank_ranks_the_rung_by_the_predicted_top_rung_values() -> None:
     assert choose_promotion(results, {2}, n_rungs=3, eta=3, objectives=OBJ, predict=predict) is None
 
 
+def promote_all(results: list[RungResult], objectives: dict[str, Objective], **kw: object) -> list[int]:
+    """Every trial a two-rung ladder (eta 3) promotes from `results`, in the order chosen."""
+    promoted: list[int] = []
+    while (c := choose_promotion(results, set(promoted), n_rungs=2, eta=3, objectives=objectives,
+                                 **kw)) is not None:  # type: ignore[arg-type]
+        promoted.append(c.index)
+    return promoted
+
+
 def test_model_rank_puts_predicted_threshold_misses_last() -> None:
     """A tiny network at chance accuracy is on the rung's front (it is the smallest),
     but predicted to miss the accuracy threshold at the top, it is not promoted."""
@@ -262,15 +271,8 @@ def test_model_rank_puts_predicted_threshold_misses_last() -> None:
     def predict(rung: list[RungResult]) -> list[RungResult]:
         return [certain(r, {"acc": top.get(r.index, 0.85), "size": r.values["size"]}) for r in rung]
 
-    def promote_all(**kw: object) -> list[int]:
-        promoted: list[int] = []
-        while (c := choose_promotion(results, set(promoted), n_rungs=2, eta=3, objectives=objectives,
-                                     **kw)) is not None:  # type: ignore[arg-type]
-            promoted.append(c.index)
-        return promoted
-
-    assert sorted(promote_all()) == [0, 1, 2]  # nine results, three go on: the rung's front
-    assert promote_all(predict=predict) == [1, 2, 10]
+    assert sorted(promote_all(results, objectives)) == [0, 1, 2]  # nine results, three go on: the rung's front
+    assert promote_all(results, objectives, predict=predict) == [1, 2, 10]
 
 
 def test_model_rank_falls_back_to_the_rung_ranking_while_the_model_cannot_predict() -> None:
@@ -331,13 +333,7 @@ def test_carried_thresholds_put_a_rung_result_no_good_configuration_resembled_la
                *(rr(10 + i, 0.30, 9000 + i) for i in range(5))]
     carried = {0: [parse_constraint("acc >= 0.7")]}
 
-    def promote_all(**kw: object) -> list[int]:
-        promoted: list[int] = []
-        while (c := choose_promotion(results, set(promoted), n_rungs=2, eta=3, objectives=objectives,
-                                     **kw)) is not None:  # type: ignore[arg-type]
-            promoted.append(c.index)
-        return promoted
-
-    assert sorted(promote_all()) == [0, 1, 3]  # nine results, three go on: the rung's front
-    assert sorted(promote_all(carried=carried)) == [1, 2, 3]
-    assert sorted(promote_all(carried={1: carried[0]})) == [0, 1, 3]  # carried to another rung: no change
+    assert sorted(promote_all(results, objectives)) == [0, 1, 3]  # nine results, three go on: the rung's front
+    assert sorted(promote_all(results, objectives, carried=carried)) == [1, 2, 3]
+    # carried to another rung: no change
+    assert sorted(promote_all(results, objectives, carried={1: carried[0]})) == [0, 1, 3]
