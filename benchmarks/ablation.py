@@ -41,6 +41,9 @@ with the grid. Variants:
   by the objectives' thresholds carried down to it (moved by what the
   configurations within them at the top improved after that rung, but for the
   slowest tenth; `multifidelity.CARRY_THRESHOLDS`);
+- front-starts-K: the local search of a fully discrete space too large to list
+  starts from the K best untried neighbours of the acquisition's baseline as
+  well as from its random starts (`frontstarts.FRONT_STARTS`; 0 turns it off);
 - cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
 - one-hot: `auto` never picks the categorical method (unordered choices are
   one-hot encoded for the plain GP);
@@ -170,6 +173,8 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         return [("strategies", "acquisition_budget", lambda *_: budget)]
     if parts[0] == "mc" and len(parts) == 2 and parts[1].isdigit():
         return [("strategies", "mc_samples", lambda *_: int(parts[1]))]
+    if parts[0] == "front" and len(parts) == 3 and parts[1] == "starts" and parts[2].isdigit():
+        return [("frontstarts", "FRONT_STARTS", int(parts[2]))]
     if parts[0] == "brackets" and len(parts) == 2 and parts[1].isdigit() and int(parts[1]) > 0:
         return [("multifidelity", "BRACKETS", int(parts[1]))]
     if name.startswith("min-observed-") and name[13:].isdigit() and int(name[13:]) > 0:

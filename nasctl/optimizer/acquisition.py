@@ -21,6 +21,9 @@ dashboard's diagnostics) gets their own behaviour.
   whole (10,000) is first screened by a cheap hypervolume improvement
   (`screen`), and then a fully discrete space that large is listed too, with
   nothing held fixed, instead of Ax's local search from a few starts.
+  A fully discrete space too large to list and left to Ax's local search
+  starts it next to the front too, with `frontstarts.FRONT_STARTS` > 0
+  (`frontstarts`).
   With `optimizer.cost_aware`, an improvement acquisition is divided by the
   modelled cost raised to the cooled weight alpha (`cost_weighted`, see
   `costaware`).
@@ -50,13 +53,16 @@ import math
 from typing import Any
 
 import torch
-from ax.generators.torch.botorch_modular.acquisition import Acquisition
+from ax.generators.torch.botorch_modular.acquisition import Acquisition, determine_optimizer
+from ax.generators.torch.botorch_modular.optimizer_argparse import optimizer_argparse
+from ax.generators.utils import mk_discrete_choices
+from botorch.optim.optimize import optimize_acqf_discrete_local_search
 from botorch.acquisition.input_constructors import acqf_input_constructor, construct_inputs_qLogNEHVI
 from ax.exceptions.model import ModelError
 from botorch.acquisition.logei import TAU_RELU, qLogNoisyExpectedImprovement
 from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
 
-from nasctl.optimizer import costaware, jointpost, logscale, nondominated, screen, singleq, untried
+from nasctl.optimizer import costaware, frontstarts, jointpost, logscale, nondominated, screen, singleq, untried
 from nasctl.optimizer.boxdecomp import BatchedNondominatedPartitioning, NumpyNondominatedPartitioning, SampleBatch
 
 SPEEDUPS: frozenset[str] = frozenset(
@@ -197,10 +203,38 @@ class NasctlAcquisition(Acquisition):
                 listed = listed.to(device=self.device)
                 # too many to score by the exact acquisition: the best by a cheap one (`screen`)
                 candidate_set = screen.shortlist(self.acqf, listed, n) if listed.shape[0] > screen.ABOVE else listed
+            if candidate_set is None and frontstarts.FRONT_STARTS > 0:
+                found = self._local_search_near_front(n, ssd, fixed_features, optimizer_options)
+                if found is not None:
+                    return found
         return super().optimize(n, search_space_digest, inequality_constraints=inequality_constraints,
                                 equality_constraints=equality_constraints, fixed_features=fixed_features,
                                 rounding_func=rounding_func, optimizer_options=optimizer_options,
                                 candidate_set=candidate_set, sampling_strategy=sampling_strategy)
+
+    def _local_search_near_front(self, n: int, ssd: Any, fixed_features: dict[int, float] | None,
+                                 optimizer_options: dict[str, Any] | None
+                                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """Ax's local search of a large discrete space, with starts next to the front
+        added to its random ones (`frontstarts`); None where Ax would not search
+        locally or there is no start to add (then Ax's own search runs)."""
+        discrete = mk_discrete_choices(ssd=ssd, fixed_features=fixed_features)
+        if determine_optimizer(search_space_digest=ssd, acqf=self.acqf,
+                               discrete_choices=discrete) != "optimize_acqf_discrete_local_search":
+            return None
+        avoid = self.X_observed if self.X_pending is None else (
+            self.X_pending if self.X_observed is None else torch.cat([self.X_observed, self.X_pending]))
+        free = {i: c for i, c in discrete.items() if not fixed_features or i not in fixed_features}
+        starts = frontstarts.neighbour_starts(self.acqf, free, fixed_features, avoid)
+        if starts is None:
+            return None
+        options = optimizer_argparse(self.acqf, optimizer_options=dict(optimizer_options or {}),
+                                     optimizer="optimize_acqf_discrete_local_search")
+        choices = [torch.tensor(c, device=self.device, dtype=self.dtype) for c in discrete.values()]
+        candidates, values = optimize_acqf_discrete_local_search(
+            acq_function=self.acqf, q=n, discrete_choices=choices, X_avoid=avoid,
+            batch_initial_conditions=starts.to(device=self.device, dtype=self.dtype), **options)
+        return candidates, values, torch.ones(candidates.shape[0], dtype=self.dtype)
 
     def _construct_botorch_acquisition(
         self, botorch_acqf_class: type, botorch_acqf_options: dict[str, Any], model: Any
