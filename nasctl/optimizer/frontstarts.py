@@ -49,7 +49,8 @@ def neighbours(points: torch.Tensor, choices: Mapping[int, Sequence[float]]) -> 
             out.append(moved)
     if not out:
         return points[:0]
-    return torch.unique(torch.cat(out), dim=0)
+    unique: torch.Tensor = torch.unique(torch.cat(out), dim=0)
+    return unique
 
 
 def without(points: torch.Tensor, avoid: torch.Tensor | None) -> torch.Tensor:
@@ -81,6 +82,6 @@ def neighbour_starts(acqf: Any, choices: Mapping[int, Sequence[float]], fixed: M
     if near.shape[0] == 0:
         return None
     with torch.no_grad():
-        values = torch.cat([acqf(chunk.unsqueeze(1)) for chunk in near.split(2048)])
+        values = torch.cat([acqf(near[i:i + 2048].unsqueeze(1)) for i in range(0, near.shape[0], 2048)])
     best = values.topk(min(k, near.shape[0])).indices
     return near[best].unsqueeze(1)
