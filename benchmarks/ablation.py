@@ -44,6 +44,7 @@ with the grid. Variants:
 - front-starts-K: the local search of a fully discrete space too large to list
   starts from the K best untried neighbours of the acquisition's baseline as
   well as from its random starts (`frontstarts.FRONT_STARTS`; 0 turns it off);
+- warm-from-N: GP fits start warm only from N training points on (`gpfit.WARM_FROM`);
 - cold-fits: every GP fit starts from Ax's initial hyperparameters (no warm start);
 - one-hot: `auto` never picks the categorical method (unordered choices are
   one-hot encoded for the plain GP);
@@ -173,6 +174,8 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         return [("strategies", "acquisition_budget", lambda *_: budget)]
     if parts[0] == "mc" and len(parts) == 2 and parts[1].isdigit():
         return [("strategies", "mc_samples", lambda *_: int(parts[1]))]
+    if parts[0] == "warm" and len(parts) == 3 and parts[1] == "from" and parts[2].isdigit():
+        return [("gpfit", "WARM_FROM", int(parts[2]))]
     if parts[0] == "front" and len(parts) == 3 and parts[1] == "starts" and parts[2].isdigit():
         return [("frontstarts", "FRONT_STARTS", int(parts[2]))]
     if parts[0] == "brackets" and len(parts) == 2 and parts[1].isdigit() and int(parts[1]) > 0:

@@ -29,6 +29,10 @@ COLD_GROWTH = 1.25
 """A fit starts cold when the training set is this many times its size at the
 last cold start (at 40-50 trials: about one proposal in five)."""
 
+WARM_FROM = 0
+"""A fit starts warm only from this many training points on (smaller sets are
+fitted cold: cheap, and their optimum is the least settled)."""
+
 WARM_MAXITER = 40
 """L-BFGS-B iterations of a warm-started fit."""
 
@@ -74,7 +78,8 @@ class FitCache:
         shapes = tuple((n, tuple(p.shape)) for n, p in params.items())
         size = int(model.train_inputs[0].shape[-2])
         entry = self.entries.get(key)
-        warm = entry is not None and entry.shapes == shapes and size < COLD_GROWTH * entry.cold_size
+        warm = entry is not None and entry.shapes == shapes and size < COLD_GROWTH * entry.cold_size \
+            and size >= WARM_FROM
         if warm:
             assert entry is not None
             with torch.no_grad():

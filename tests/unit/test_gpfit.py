@@ -37,7 +37,8 @@ def propose(opt: AxOptimizer, n: int, objectives: int) -> None:
         opt.complete(c.index, check)
 
 
-def test_successive_fits_start_warm_and_go_cold_as_data_grows() -> None:
+def test_successive_fits_start_warm_and_go_cold_as_data_grows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpfit, "WARM_FROM", 0)  # the growth rule alone, from the first fit
     opt = AxOptimizer(make_spec(2))
     propose(opt, 6, 2)  # 5 quasi-random, then the first model fit (cold)
     assert opt.fits.fits >= 1 and opt.fits.warm_fits == 0
@@ -51,8 +52,22 @@ def test_successive_fits_start_warm_and_go_cold_as_data_grows() -> None:
     assert entry.cold_size == 7
 
 
+def test_small_training_sets_are_fitted_cold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below `WARM_FROM` training points every fit is cold, however little the data grew."""
+    monkeypatch.setattr(gpfit, "WARM_FROM", 7)
+    opt = AxOptimizer(make_spec(2))
+    propose(opt, 6, 2)  # the first model fit, on 5 results: cold
+    propose(opt, 1, 2)  # 6 < 1.25 x 5, but below WARM_FROM: cold, from the new size
+    assert opt.fits.fits >= 2 and opt.fits.warm_fits == 0
+    (entry,) = opt.fits.entries.values()
+    assert entry.cold_size == 6
+    propose(opt, 1, 2)  # 7 points: from WARM_FROM on, within 1.25 x 6: warm
+    assert opt.fits.warm_fits == 1
+
+
 def test_warm_start_loads_the_previous_hyperparameters(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fit of the next proposal starts from the parameters the last fit ended with."""
+    monkeypatch.setattr(gpfit, "WARM_FROM", 0)
     opt = AxOptimizer(make_spec(2))
     propose(opt, 6, 2)
     (before,) = [e.values for e in opt.fits.entries.values()]
