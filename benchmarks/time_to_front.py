@@ -53,6 +53,12 @@ per problem and peer (ax, tpe, random; nasctl-full is reported beside them as an
 ablation): per seed, the GPU-hours the peer needed to reach its own final
 hypervolume divided by those nasctl needed to reach it (0 where nasctl never
 did within the budget); `ratio` is their mean over `seeds`.
+
+`<out>/trajectories.json` keeps every run's trajectory and counts (`compact`), a few
+kB a run, where its own file holds every job. The repository keeps it beside the
+summary, so that a method run again (nasctl after a change to its defaults, with
+`--force --methods nasctl`) is summarised against the peers' kept runs without
+running them again, and so that a grid can be completed a few seeds at a time.
 """
 
 from __future__ import annotations
@@ -501,8 +507,29 @@ def run_one(setup: Setup, method: str, out: Path) -> Path:
     return path
 
 
+KEPT = ("problem", "method", "seed", "gpus", "preempt_share", "budget", "full_hours", "budget_gpu_hours",
+        "attempts", "preempted_attempts")
+"""What `trajectories.json` keeps of a run besides its trajectory: enough for the summary,
+the report and the plot, a few kB a run where the run's own file (every job) is ~200 kB."""
+
+
+def compact(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A run as `trajectories.json` keeps it: `KEPT` and the trajectory (6 decimals)."""
+    return {k: result[k] for k in KEPT} | {
+        "trajectory": [[round(h, 6), round(hv, 6)] for h, hv in result["trajectory"]]}
+
+
 def load(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted(out.glob("*/*/seed*.json"))]
+    """Every run in `out`: its own file (`<problem>/<method>/seedNN.json`) where there is
+    one, else its entry in `out/trajectories.json` (what an earlier full run kept, so a
+    method run again is summarised against the peers' runs without running them again)."""
+    runs = {(r["problem"], r["method"], r["seed"]): r
+            for r in (json.loads(p.read_text()) for p in sorted(out.glob("*/*/seed*.json")))}
+    kept = out / "trajectories.json"
+    if kept.exists():
+        for r in json.loads(kept.read_text()):
+            runs.setdefault((r["problem"], r["method"], r["seed"]), r)
+    return [runs[k] for k in sorted(runs)]
 
 
 def summary(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -615,18 +642,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="device-hours of the median configuration's full training (the table's times are scaled)")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/time_to_front"))
     p.add_argument("--report", action="store_true", help="only summarise the runs already in --out")
-    p.add_argument("--force", action="store_true", help="run again what --out already holds (else skipped)")
+    p.add_argument("--force", action="store_true",
+                   help="run again what --out already holds, as a run's file or in its trajectories.json (else skipped)")
     p.add_argument("--plot", type=Path, default=None, help="write the hypervolume / GPU-hours plot here")
     a = p.parse_args(argv)
     if not 0 <= a.preempt_rate < 1:
         p.error(f"--preempt-rate must be in [0, 1), got {a.preempt_rate}")
     if not a.report:
+        held = {(r["problem"], r["method"], r["seed"]) for r in load(a.out)}
         for problem in a.problems:
             for seed in a.seeds:
                 for method in a.methods:
                     setup = Setup(problem, seed, a.gpus, a.preempt_rate, a.budget, a.full_hours)
-                    path = result_path(a.out, problem, method, seed)
-                    if (path.exists() and not a.force) or (not setup.tabulated and
+                    if ((problem, method, seed) in held and not a.force) or (not setup.tabulated and
                                                            method.partition("@")[0] in CURVES_ONLY):
                         continue
                     path = run_one(setup, method, a.out)
@@ -642,6 +670,7 @@ def main(argv: list[str] | None = None) -> int:
         [{k: r[k] for k in ("problem", "peer", "ratio", "seeds")} | {"per_seed": r["per_seed"],
                                                                       "ablation": r["ablation"]} for r in rows],
         indent=1))
+    (a.out / "trajectories.json").write_text(json.dumps([compact(r) for r in results], separators=(",", ":")))
     print(report(results))
     if a.plot is not None:
         plot(results, a.plot)

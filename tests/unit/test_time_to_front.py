@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +17,8 @@ pytest.importorskip("moocore")
 
 from benchmarks import ratio_null  # noqa: E402
 from benchmarks.problems import Problem  # noqa: E402
-from benchmarks.time_to_front import REQUEUE_DELAY, Setup, hours_to, seed_ratio, simulate_peer, trajectory  # noqa: E402
+from benchmarks.time_to_front import (REQUEUE_DELAY, Setup, hours_to, main, seed_ratio, simulate_peer,  # noqa: E402
+                                      trajectory)
 
 TOY = Problem("toy", "toy", {"x": {"type": "choice", "values": [0.0, 0.5, 1.0]}}, ("a", "b"), (2.0, 2.0), 4.0,
               lambda p: {"a": p["x"], "b": 1 - p["x"]}, "unused:fn")
@@ -130,3 +133,35 @@ def test_a_retry_the_optimizer_requeues_itself_is_the_next_attempt() -> None:
     assert retried and all(j["running_since"] == pytest.approx(j["submitted"] + REQUEUE_DELAY) for j in retried)
     seen = [(tuple(sorted(j["parameters"].items())), j["attempt"]) for j in jobs if j["end"] == "preempted"]
     assert len(seen) == len(set(seen))  # no attempt of a configuration is preempted twice
+
+
+def _run(problem: str, method: str, seed: int, traj: list[list[float]]) -> dict[str, Any]:
+    return {"problem": problem, "method": method, "seed": seed, "gpus": 8, "preempt_share": 0.1, "budget": 64.0,
+            "full_hours": 1.0, "budget_gpu_hours": 64.0, "attempts": 70, "preempted_attempts": 7,
+            "trajectory": traj, "jobs": [{"end": "completed"}] * 70}
+
+
+def test_kept_trajectories_stand_in_for_runs_not_made_again(tmp_path: Path) -> None:
+    """`trajectories.json` keeps every run's trajectory; a run made again (its own file)
+    is summarised against the peers' kept runs, and the kept ones are not run again."""
+    for method, traj in (("nasctl", [[1.0, 0.5], [2.0, 0.9]]), ("ax", [[2.0, 0.4], [6.0, 0.8]])):
+        path = tmp_path / "mlp_digits" / method / "seed00.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(_run("mlp_digits", method, 0, traj)))
+    assert main(["--report", "--out", str(tmp_path)]) == 0
+    kept = json.loads((tmp_path / "trajectories.json").read_text())
+    assert sorted((r["method"], r["trajectory"]) for r in kept) == [
+        ("ax", [[2.0, 0.4], [6.0, 0.8]]), ("nasctl", [[1.0, 0.5], [2.0, 0.9]])]
+    assert all("jobs" not in r for r in kept)
+    # the runs' own files gone (as in the repository), nasctl run again with another trajectory
+    for path in tmp_path.glob("*/*/seed*.json"):
+        path.unlink()
+    again = tmp_path / "mlp_digits" / "nasctl" / "seed00.json"
+    again.parent.mkdir(parents=True, exist_ok=True)
+    again.write_text(json.dumps(_run("mlp_digits", "nasctl", 0, [[4.0, 0.85]])))
+    # nothing listed is run again: ax seed 0 is kept, nasctl seed 0 has its file
+    assert main(["--problems", "mlp_digits", "--seeds", "0", "--methods", "nasctl,ax", "--out", str(tmp_path)]) == 0
+    rows = {r["peer"]: r for r in json.loads((tmp_path / "summary.json").read_text())}
+    assert rows["ax"]["per_seed"] == [pytest.approx(6.0 / 4.0)]  # the new nasctl run against the kept ax run
+    kept = {r["method"]: r for r in json.loads((tmp_path / "trajectories.json").read_text())}
+    assert kept["nasctl"]["trajectory"] == [[4.0, 0.85]] and kept["ax"]["trajectory"] == [[2.0, 0.4], [6.0, 0.8]]
