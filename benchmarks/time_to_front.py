@@ -664,6 +664,10 @@ def main(argv: list[str] | None = None) -> int:
                           f"{r['preempted_attempts']}/{r['attempts']} attempts preempted, {r['seconds']:.0f}s",
                           flush=True)
     results = load(a.out)
+    if not results:  # nothing to summarise: keep what --out holds (a summary without its runs) as it is
+        print(f"error: {a.out} holds no runs (no <problem>/<method>/seedNN.json, no trajectories.json): "
+              "run the methods first, or point --out at a folder of runs", file=sys.stderr)
+        return 2
     rows = summary(results)
     (a.out / "summary.json").parent.mkdir(parents=True, exist_ok=True)
     (a.out / "summary.json").write_text(json.dumps(

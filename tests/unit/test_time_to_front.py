@@ -165,3 +165,11 @@ def test_kept_trajectories_stand_in_for_runs_not_made_again(tmp_path: Path) -> N
     assert rows["ax"]["per_seed"] == [pytest.approx(6.0 / 4.0)]  # the new nasctl run against the kept ax run
     kept = {r["method"]: r for r in json.loads((tmp_path / "trajectories.json").read_text())}
     assert kept["nasctl"]["trajectory"] == [[4.0, 0.85]] and kept["ax"]["trajectory"] == [[2.0, 0.4], [6.0, 0.8]]
+
+
+def test_a_report_on_a_folder_without_runs_leaves_its_summary_alone(tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "summary.json").write_text('[{"problem": "p"}]')
+    assert main(["--report", "--out", str(tmp_path)]) == 2
+    assert "holds no runs" in capsys.readouterr().err
+    assert (tmp_path / "summary.json").read_text() == '[{"problem": "p"}]'
+    assert not (tmp_path / "trajectories.json").exists()
