@@ -154,6 +154,8 @@ def main() -> int:
             res = run_one(Path(tmp), precision, per_device, args.trials, len(names), mf)
             results.append(res)
             print(json.dumps(res), flush=True)
+            # after every run, so a check stopped part way keeps the runs it finished
+            Path(args.out).write_text(json.dumps({"gpus": names, "results": results}, indent=1))
     header = (f"{'GPU':<28} {'precision':<9} {'per dev':>7} {'latency_ms':>10} {'val_acc':>7} "
               f"{'peak MB':>8} {'trials/min':>10} {'max/dev':>7} {'done':>5} {'promoted':>8} {'resumed':>7}")
     print(f"\n{len(names)} GPU(s): {', '.join(names)}\n{header}")
@@ -163,7 +165,6 @@ def main() -> int:
         print(f"{names[0][:28]:<28} {r['precision']:<9} {r['trials_per_device']:>7} {f(r['latency_ms'], '.4f'):>10} "
               f"{f(r['val_acc'], '.3f'):>7} {f(r['peak_memory_mb'], '.1f'):>8} {f(r['trials_per_minute'], '.2f'):>10} "
               f"{r['max_trials_on_one_device']:>7} {r['completed']:>2}/{r['trials']} {r['promoted']:>8} {r['resumed']:>7}")
-    Path(args.out).write_text(json.dumps({"gpus": names, "results": results}, indent=1))
     ok = all(r["returncode"] == 0 and r["completed"] == r["trials"] == args.trials
              and r["max_trials_on_one_device"] <= r["trials_per_device"]
              and (not r["run"].endswith("-mf") or r["resumed"] == r["promoted"] > 0) for r in results)
