@@ -64,6 +64,10 @@ with the grid. Variants:
   given none) inside nasctl's optimizer: none of nasctl's generator settings;
 - idle-wait: while the model waits for its results (min-observed-N), freed
   slots stay idle instead of getting quasi-random points;
+- cap-start: the first request gets at most `initial_trials` candidates
+  (`strategies.START_WITHIN_REQUEST`), the other free slots wait for the
+  model; with start-5, min-observed-3 and idle-wait what a stock Ax `Client`
+  does at parallelism;
 - start-N: a quasi-random start of N trials (`optimizer.initial_trials`; by
   default 5, or the parallelism where that is larger). The first request
   still fills every free slot with quasi-random points (Ax counts the
@@ -161,6 +165,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],
         "one-hot": [("methods", "categorical_parameters", lambda *_: [])],
         "idle-wait": [("strategies", "FILL_WHILE_WAITING", False)],
+        "cap-start": [("strategies", "START_WITHIN_REQUEST", False)],
         "stock-strategy": [("ax_optimizer", "build_strategy", stock_strategy)],
         "botorch-retry": [("strategies", "RETRY_ON_OPTIMIZATION_WARNING", True)],
     }

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nasctl.optimizer import compat, costaware
+from nasctl.optimizer import compat, costaware, strategies
 from nasctl.optimizer.base import Candidate, RestoredTrial
 from nasctl.optimizer.fused_kernel import (
     FUSED_EXTENSION,
@@ -352,6 +352,8 @@ class AxOptimizer:
         if len(self.spec.objectives) > 1 and len(experiment.trials) >= self.spec.initial_trials:
             use_prebuilt_extension()  # before BoTorch builds its first qLogNEHVI here
         gs = self._strategy
+        if not experiment.trials and not strategies.START_WITHIN_REQUEST:
+            n = min(n, self.spec.initial_trials)
         if n > 1 and experiment.trials:
             # Ax caps a request at what its current node may still make before it
             # moves on (`gen` moves on only afterwards): at the end of the

@@ -141,6 +141,15 @@ frees gets another quasi-random point (True) or stays idle until they are in
 candidate)."""
 
 
+START_WITHIN_REQUEST = True
+"""Whether the first request may start more quasi-random trials than
+`initial_trials` (True: Ax's strategy moves from the center point to its
+Sobol node within the request and fills every free slot; False: the first
+request gets at most `initial_trials` candidates, and the other slots wait
+for the model, as a stock Ax `Client` does). `benchmarks/ablation.py`
+variant `cap-start` sets False."""
+
+
 RETRY_ON_OPTIMIZATION_WARNING = False
 """Whether BoTorch optimises a continuous space's acquisition again when a restart
 warns. BoTorch re-runs the whole optimisation from new starting points when any

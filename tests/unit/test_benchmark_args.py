@@ -70,6 +70,7 @@ def test_the_ablation_variants_at_parallelism() -> None:
 
     assert parse_variant("min-observed-5") == [("strategies", "MIN_OBSERVED_RESULTS", 5)]
     assert parse_variant("botorch-retry") == [("strategies", "RETRY_ON_OPTIMIZATION_WARNING", True)]
+    assert parse_variant("cap-start") == [("strategies", "START_WITHIN_REQUEST", False)]
     for bad in ("min-observed-0", "min-observed-x"):
         with pytest.raises(ValueError, match="min-observed-N"):
             parse_variant(bad)

@@ -128,3 +128,24 @@ def test_resume_in_the_quasi_random_phase(space: str, method: str, crash_at: int
     everything = [c.parameters for c in first] + [p for _, p, _ in rest_resumed]
     assert len({tuple(sorted(p.items())) for p in everything}) == len(everything)  # nothing proposed twice
     assert [i for i, _, _ in rest_resumed] == list(range(crash_at, crash_at + len(rest_resumed)))
+
+
+@pytest.mark.parametrize("within", [True, False])
+def test_a_first_request_for_more_slots_than_the_start(monkeypatch: pytest.MonkeyPatch, within: bool) -> None:
+    """A first request for more candidates than `initial_trials`: Ax's strategy
+    fills every slot with quasi-random points (the default); with
+    `START_WITHIN_REQUEST` off it gets the start alone, and the model takes the
+    free slots once results are in."""
+    from nasctl.optimizer import strategies
+
+    monkeypatch.setattr(strategies, "START_WITHIN_REQUEST", within)
+    opt = AxOptimizer(make_spec("floats", "botorch", initial=4))
+    first = opt.generate(9)
+    assert [c.method for c in first[:2]] == ["CenterOfSearchSpace", "Sobol"]
+    assert {c.method for c in first[1:]} == {"Sobol"}
+    assert len(first) == (9 if within else 4)
+    rng = random.Random(0)
+    for c in first[:3]:
+        opt.complete(c.index, {"f1": rng.random(), "f2": rng.random()})
+    later = opt.generate(3)
+    assert len(later) == 3 and {c.method for c in later} == {"MBM"}
