@@ -587,6 +587,8 @@ def plot(results: Sequence[Mapping[str, Any]], path: Path) -> None:
 
     problems = sorted({r["problem"] for r in results})
     fig, axes = plt.subplots(1, len(problems), figsize=(5.5 * len(problems), 4), squeeze=False)
+    # one colour a method in every panel (a panel without some methods keeps the others' colours)
+    colours = {m: f"C{i % 10}" for i, m in enumerate(methods_in(results))}
     for ax, problem in zip(axes[0], problems):
         for method in methods_in(results):
             rs = [r for r in results if r["problem"] == problem and r["method"] == method]
@@ -595,7 +597,7 @@ def plot(results: Sequence[Mapping[str, Any]], path: Path) -> None:
             top = max(r["budget_gpu_hours"] for r in rs)
             grid = [top * k / 100 for k in range(101)]
             mean = [statistics.fmean(hv_at(r["trajectory"], h) for r in rs) for h in grid]
-            ax.plot(grid, mean, label=f"{method} ({len(rs)} seeds)")
+            ax.plot(grid, mean, label=f"{method} ({len(rs)} seeds)", color=colours[method])
         ax.set_title(problem)
         ax.set_xlabel("GPU-hours (simulated cluster)")
         ax.set_ylabel("hypervolume / max")
