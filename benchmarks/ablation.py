@@ -160,6 +160,7 @@ def parse_variant(name: str) -> list[tuple[str, str, Any]]:
         "continue-paused": [("untried", "CONTINUE_PAUSED", True)],
         "end-game": [("multifidelity", "END_GAME", True)],
         "carry-thresholds": [("multifidelity", "CARRY_THRESHOLDS", True)],
+        "late-full": [("multifidelity", "LATE_FULL_FROM", 0.5)],
         "front-distance": [("promotion", "DISTANCE", True)],
         "cost-aware": [("costaware", "COST_AWARE", True)],
         "cold-fits": [("gpfit", "COLD_GROWTH", 1.0)],

@@ -76,6 +76,16 @@ configuration starts only when none is left. `benchmarks/ablation.py` variant
 `end-game` sets it."""
 
 
+LATE_FULL_FROM: float | None = None
+"""Off (None) by default: once this share of the budget is spent
+(`budget.max_gpu_hours` where set, else `budget.max_trials`), every new
+configuration starts at the top rung, trained in full at once: the rungs
+screen while the model knows little, and the model's later proposals are
+not stopped by a first rung that ranks late learners low. Promotions of the
+trials already below the top go on as before. `benchmarks/ablation.py`
+variant `late-full` sets it to 0.5."""
+
+
 CARRY_THRESHOLDS = False
 """Off by default (measured in docs/multifidelity.md, "Thresholds at the lower
 rungs"): with the `rung` rank, each rung below the top is also ranked by the
@@ -161,9 +171,18 @@ class MultiFidelityOptimizer(AxOptimizer):
     def _start_rung(self) -> int:
         """The rung a new configuration starts at (`BRACKETS`): the lowest of the
         brackets whose starts have cost least so far."""
+        if LATE_FULL_FROM is not None and self._budget_share() >= LATE_FULL_FROM:
+            return len(self.fidelity.rungs) - 1
         chosen = self.fidelity.brackets if self.fidelity.brackets is not None else BRACKETS
         brackets = max(1, min(chosen, len(self.fidelity.rungs)))
         return min(range(brackets), key=lambda k: (self._started.get(k, 0.0), k))
+
+    def _budget_share(self) -> float:
+        """The share of the budget spent: the GPU budget's where there is one, else the trials'."""
+        gpu_budget = self._gpu_budget_seconds()
+        if gpu_budget is not None:
+            return self._spent / gpu_budget
+        return len(self._configs) / self.spec.budget.max_trials
 
     def _count_start(self, index: int) -> None:
         rung = self._rung[index]

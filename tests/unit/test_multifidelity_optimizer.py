@@ -149,6 +149,36 @@ def test_brackets_start_new_configurations_where_starts_have_cost_least() -> Non
         parse_spec(SPEC.replace("eta: 3}", "eta: 3, brackets: 4}"))
 
 
+@pytest.mark.parametrize("late_full", [None, 0.5])
+def test_late_full_starts_new_configurations_at_the_top_once_half_the_budget_is_spent(
+        late_full: float | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`LATE_FULL_FROM`, rungs 1, 3, 9, every epoch 100 GPU-seconds, a budget of one
+    GPU-hour: new configurations start at the lowest rung until half of it is spent,
+    then at the top rung (9 epochs), while promotions still go on; off, they all
+    start at the lowest rung."""
+    from nasctl.optimizer import multifidelity
+
+    monkeypatch.setattr(multifidelity, "LATE_FULL_FROM", late_full)
+    spec = parse_spec(SPEC.replace("parallelism: 2}", "parallelism: 2, max_gpu_hours: 1.0}")
+                      .replace("trial: {script: train.py}", "trial: {script: train.py, resources: {gpu: 1}}"))
+    opt = MultiFidelityOptimizer(spec)
+    spent, history, share_at = 0.0, [], []
+    while spent < 3000:
+        share_at.append(spent / 3600.0)
+        (c,) = opt.generate(1)
+        history.append(c)
+        cost = 100.0 * (c.parameters["epochs"] - (history[c.promoted_from].parameters["epochs"]
+                                                  if c.promoted_from is not None else 0))
+        opt.complete(c.index, evaluate(c.parameters), cost)
+        spent += cost
+    starts = [(share, float(c.parameters["epochs"])) for share, c in zip(share_at, history) if c.promoted_from is None]
+    early = {e for share, e in starts if share < 0.5}
+    late = {e for share, e in starts if share >= 0.5}
+    assert early == {1.0}
+    assert late == ({9.0} if late_full else {1.0})
+    assert any(c.promoted_from is not None for c in history)
+
+
 @pytest.mark.parametrize("end_game", [False, True])
 def test_the_end_game_sends_the_rung_below_the_top_on_once_the_budget_is_short(
         end_game: bool, monkeypatch: pytest.MonkeyPatch) -> None:
