@@ -77,7 +77,8 @@ configuration starts only when none is left. `benchmarks/ablation.py` variant
 
 
 LATE_FULL_FROM: float | None = None
-"""Off (None) by default: once this share of the budget is spent
+"""Off (None) by default (measured in docs/benchmarks.md, "Tried and not kept":
+worse on the digits MLP at the end of the budget): once this share of the budget is spent
 (`budget.max_gpu_hours` where set, else `budget.max_trials`), every new
 configuration starts at the top rung, trained in full at once: the rungs
 screen while the model knows little, and the model's later proposals are
