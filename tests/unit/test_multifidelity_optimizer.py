@@ -44,6 +44,27 @@ def drive(opt: MultiFidelityOptimizer, steps: int, complete_last: bool = True) -
     return history
 
 
+GPU_BUDGET = ("parallelism: 2}", "parallelism: 2, max_gpu_hours: 1.0}")
+ON_A_GPU = ("trial: {script: train.py}", "trial: {script: train.py, resources: {gpu: 1}}")
+
+
+def spend(opt: MultiFidelityOptimizer, seconds: float) -> tuple[list[Candidate], list[float]]:
+    """Candidates one at a time, each completed at 100 GPU-seconds an epoch it trains,
+    until `seconds` are spent: (the candidates, the seconds spent before each)."""
+    history: list[Candidate] = []
+    before: list[float] = []
+    spent = 0.0
+    while spent < seconds:
+        before.append(spent)
+        (c,) = opt.generate(1)
+        history.append(c)
+        cost = 100.0 * (c.parameters["epochs"] - (history[c.promoted_from].parameters["epochs"]
+                                                  if c.promoted_from is not None else 0))
+        opt.complete(c.index, evaluate(c.parameters), cost)
+        spent += cost
+    return history, before
+
+
 @pytest.mark.parametrize(("rule", "rank"), [("strict", "rung"), ("eager", "rung"), ("eager", "model")])
 def test_promotions_come_first_and_indices_stay_aligned(rule: str, rank: str) -> None:
     spec = parse_spec(SPEC.replace("eta: 3}", f"eta: 3, promotion: {rule}, rank: {rank}}}"))
@@ -159,18 +180,9 @@ def test_late_full_starts_new_configurations_at_the_top_once_half_the_budget_is_
     from nasctl.optimizer import multifidelity
 
     monkeypatch.setattr(multifidelity, "LATE_FULL_FROM", late_full)
-    spec = parse_spec(SPEC.replace("parallelism: 2}", "parallelism: 2, max_gpu_hours: 1.0}")
-                      .replace("trial: {script: train.py}", "trial: {script: train.py, resources: {gpu: 1}}"))
-    opt = MultiFidelityOptimizer(spec)
-    spent, history, share_at = 0.0, [], []
-    while spent < 3000:
-        share_at.append(spent / 3600.0)
-        (c,) = opt.generate(1)
-        history.append(c)
-        cost = 100.0 * (c.parameters["epochs"] - (history[c.promoted_from].parameters["epochs"]
-                                                  if c.promoted_from is not None else 0))
-        opt.complete(c.index, evaluate(c.parameters), cost)
-        spent += cost
+    opt = MultiFidelityOptimizer(parse_spec(SPEC.replace(*GPU_BUDGET).replace(*ON_A_GPU)))
+    history, before = spend(opt, 3000)
+    share_at = [s / 3600.0 for s in before]
     starts = [(share, float(c.parameters["epochs"])) for share, c in zip(share_at, history) if c.promoted_from is None]
     early = {e for share, e in starts if share < 0.5}
     late = {e for share, e in starts if share >= 0.5}
@@ -189,18 +201,9 @@ def test_the_end_game_sends_the_rung_below_the_top_on_once_the_budget_is_short(
     from nasctl.optimizer import multifidelity
 
     monkeypatch.setattr(multifidelity, "END_GAME", end_game)
-    spec = parse_spec(SPEC.replace("eta: 3}", "eta: 3, promotion: strict}")
-                      .replace("parallelism: 2}", "parallelism: 2, max_gpu_hours: 1.0}")
-                      .replace("trial: {script: train.py}", "trial: {script: train.py, resources: {gpu: 1}}"))
+    spec = parse_spec(SPEC.replace("eta: 3}", "eta: 3, promotion: strict}").replace(*GPU_BUDGET).replace(*ON_A_GPU))
     opt = MultiFidelityOptimizer(spec)
-    spent, history = 0.0, []
-    while spent < 1800:
-        (c,) = opt.generate(1)
-        history.append(c)
-        cost = 100.0 * (c.parameters["epochs"] - (history[c.promoted_from].parameters["epochs"]
-                                                  if c.promoted_from is not None else 0))
-        opt.complete(c.index, evaluate(c.parameters), cost)
-        spent += cost
+    history, _ = spend(opt, 1800)
     at = {e: [c for c in history if c.parameters["epochs"] == e] for e in (1, 3, 9)}
     sent_on = {c.promoted_from for c in history if c.promoted_from is not None}
     waiting = [c.index for c in at[3] if c.index not in sent_on]
