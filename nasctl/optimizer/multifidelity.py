@@ -171,7 +171,8 @@ class MultiFidelityOptimizer(AxOptimizer):
 
     def _start_rung(self) -> int:
         """The rung a new configuration starts at (`BRACKETS`): the lowest of the
-        brackets whose starts have cost least so far."""
+        brackets whose starts have cost least so far; the top rung once
+        `LATE_FULL_FROM` of the budget is spent, where that is set."""
         if LATE_FULL_FROM is not None and self._budget_share() >= LATE_FULL_FROM:
             return len(self.fidelity.rungs) - 1
         chosen = self.fidelity.brackets if self.fidelity.brackets is not None else BRACKETS
